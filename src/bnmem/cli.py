@@ -1,0 +1,35 @@
+"""Shared plumbing for the thin stage scripts: logging, threads, one-line errors."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Callable
+
+import torch
+
+from bnmem.config import ConfigError
+from bnmem.data import DataError
+from bnmem.io import InputError
+
+log = logging.getLogger("bnmem")
+
+
+def setup(threads: int = 0) -> None:
+    """Logging to stderr, deterministic torch, optional intra-op thread count."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def run(main: Callable[[], None], name: str) -> None:
+    """Run a stage's main; bad input becomes one line on stderr and exit status 2."""
+    t0 = time.perf_counter()
+    try:
+        main()
+    except (ConfigError, DataError, InputError) as exc:
+        print(f"bnmem {name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    log.info("%s done in %.1f s", name, time.perf_counter() - t0)

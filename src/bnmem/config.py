@@ -1,0 +1,259 @@
+"""params.yaml -> frozen, validated config objects.
+
+Every value is checked once, here, so a stage fails with one line naming the key before
+any output is touched. The library never opens params.yaml itself: stages call
+`load_config(path)` and pass the typed sections down.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DATASETS = ("fashion_mnist", "mnist", "cifar10", "cifar100")
+ARCHS = ("lenet", "resnet", "densenet")
+NORMS = ("none", "batchnorm", "groupnorm", "layernorm")
+ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm")
+SCHEDULES = ("cosine", "constant", "step")
+DEVICES = ("auto", "cpu", "cuda")
+GRAD_DEFINITIONS = ("eval", "batch")
+QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
+
+
+class ConfigError(ValueError):
+    """A bad params value; the message is one line naming the key."""
+
+
+def arm_norm(arm: str) -> str:
+    """The normalization layer an arm uses (`batchnorm_reg` is BN plus a penalty)."""
+    return "batchnorm" if arm == "batchnorm_reg" else arm
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    root: str | None = None
+    test_size: int = 1000
+    allow_download: bool = False
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    width: int = 16
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 12
+    batch_size: int = 64
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    schedule: str = "cosine"
+    checkpoints: tuple[int, ...] = (1,)
+    device: str = "auto"
+    threads: int = 0
+
+
+@dataclass(frozen=True)
+class RegConfig:
+    target: float = 1.0
+
+
+@dataclass(frozen=True)
+class GradsConfig:
+    definition: str = "eval"
+    chunk_size: int = 256
+
+
+@dataclass(frozen=True)
+class ShadowConfig:
+    n_models: int = 16
+    shards: int = 1
+    shard_ids: tuple[int, ...] = (0,)
+    queries: tuple[str, ...] = ("identity", "hflip")
+
+
+@dataclass(frozen=True)
+class AttackConfig:
+    offline_one_sided: bool = True
+    rmia_gamma: float = 2.0
+    rmia_a: float = 0.3
+    rmia_population: int = 500
+    bootstrap: int = 200
+
+
+@dataclass(frozen=True)
+class Config:
+    dataset: str = "fashion_mnist"
+    arch: str = "lenet"
+    arms: tuple[str, ...] = ("none", "batchnorm", "batchnorm_reg")
+    noise_rate: float = 0.05
+    ood_rate: float = 0.01
+    reg_strength: float = 0.1
+    seed: int = 0
+    pool_size: int = 2000
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    reg: RegConfig = field(default_factory=RegConfig)
+    grads: GradsConfig = field(default_factory=GradsConfig)
+    shadow: ShadowConfig = field(default_factory=ShadowConfig)
+    attack: AttackConfig = field(default_factory=AttackConfig)
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check `value` against the annotation `tp`; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is typing.Union or origin is getattr(__import__("types"), "UnionType", None):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(key, value, inner)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported annotation {tp} for {key}")
+
+
+def _build(cls: type, raw: Any, prefix: str = "") -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix or 'params'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in names:
+            where = f"{prefix}.{key}" if prefix else str(key)
+            raise ConfigError(f"{where}: unknown key; valid keys here: {', '.join(names)}")
+    kwargs = {}
+    for name in names:
+        if name in raw:
+            kwargs[name] = _coerce(f"{prefix}.{name}" if prefix else name, raw[name], hints[name])
+    return cls(**kwargs)
+
+
+def _check(ok: bool, key: str, valid: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {value!r} is invalid; valid: {valid}")
+
+
+def validate(cfg: Config) -> Config:
+    """Range and cross-field checks; raises ConfigError on the first bad key."""
+    _check(cfg.dataset in DATASETS, "dataset", " | ".join(DATASETS), cfg.dataset)
+    _check(cfg.arch in ARCHS, "arch", " | ".join(ARCHS), cfg.arch)
+    _check(len(cfg.arms) > 0, "arms", f"a non-empty list of {', '.join(ARMS)}", list(cfg.arms))
+    for arm in cfg.arms:
+        _check(arm in ARMS, "arms", f"a list of {', '.join(ARMS)}", arm)
+    _check(len(set(cfg.arms)) == len(cfg.arms), "arms", "a list without repeats", list(cfg.arms))
+    _check(0 <= cfg.noise_rate < 1, "noise_rate", "a number in [0, 1)", cfg.noise_rate)
+    _check(0 <= cfg.ood_rate < 1, "ood_rate", "a number in [0, 1)", cfg.ood_rate)
+    _check(cfg.noise_rate + cfg.ood_rate < 1, "noise_rate + ood_rate", "a sum below 1",
+           cfg.noise_rate + cfg.ood_rate)
+    _check(cfg.reg_strength >= 0, "reg_strength", "a number >= 0", cfg.reg_strength)
+    _check(cfg.seed >= 0, "seed", "an integer >= 0", cfg.seed)
+    _check(cfg.pool_size >= 20, "pool_size", "an integer >= 20", cfg.pool_size)
+    _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
+    _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
+    t = cfg.train
+    _check(t.epochs > 0, "train.epochs", "an integer > 0", t.epochs)
+    _check(t.batch_size >= 2, "train.batch_size", "an integer >= 2 (BN needs two samples)",
+           t.batch_size)
+    _check(t.lr > 0, "train.lr", "a number > 0", t.lr)
+    _check(0 <= t.momentum < 1, "train.momentum", "a number in [0, 1)", t.momentum)
+    _check(t.weight_decay >= 0, "train.weight_decay", "a number >= 0", t.weight_decay)
+    _check(t.schedule in SCHEDULES, "train.schedule", " | ".join(SCHEDULES), t.schedule)
+    _check(all(1 <= e <= t.epochs for e in t.checkpoints), "train.checkpoints",
+           f"epochs in [1, train.epochs={t.epochs}]", list(t.checkpoints))
+    _check(t.device in DEVICES, "train.device", " | ".join(DEVICES), t.device)
+    _check(t.threads >= 0, "train.threads", "an integer >= 0", t.threads)
+    _check(cfg.reg.target > 0, "reg.target", "a number > 0", cfg.reg.target)
+    g = cfg.grads
+    _check(g.definition in GRAD_DEFINITIONS, "grads.definition", " | ".join(GRAD_DEFINITIONS),
+           g.definition)
+    _check(g.chunk_size >= 1, "grads.chunk_size", "an integer >= 1", g.chunk_size)
+    s = cfg.shadow
+    _check(s.n_models >= 4 and s.n_models % 2 == 0, "shadow.n_models", "an even integer >= 4",
+           s.n_models)
+    _check(s.shards >= 1 and s.n_models % s.shards == 0, "shadow.shards",
+           f"a positive divisor of shadow.n_models={s.n_models}", s.shards)
+    _check(list(s.shard_ids) == list(range(s.shards)), "shadow.shard_ids",
+           f"{list(range(s.shards))} (0 .. shadow.shards-1)", list(s.shard_ids))
+    _check(len(s.queries) > 0, "shadow.queries", "a non-empty list", list(s.queries))
+    for q in s.queries:
+        _check(bool(QUERY_RE.match(q)), "shadow.queries", "identity | hflip | shift_<dx>_<dy>", q)
+    a = cfg.attack
+    _check(a.rmia_gamma >= 1, "attack.rmia_gamma", "a number >= 1", a.rmia_gamma)
+    _check(0 <= a.rmia_a <= 1, "attack.rmia_a", "a number in [0, 1]", a.rmia_a)
+    _check(a.rmia_population >= 1, "attack.rmia_population", "an integer >= 1",
+           a.rmia_population)
+    _check(a.bootstrap >= 10, "attack.bootstrap", "an integer >= 10", a.bootstrap)
+    return cfg
+
+
+def config_from_dict(raw: dict) -> Config:
+    """Build and validate a Config from a parsed params mapping."""
+    return validate(_build(Config, raw))
+
+
+def load_config(path: str | Path) -> Config:
+    """Read params.yaml; a missing or malformed file is a one-line ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return config_from_dict(raw or {})
+
+
+def arm_recipe(cfg: Config, arm: str) -> dict:
+    """The full, validated config one arm's stages need, as a plain dict.
+
+    Knobs that cannot affect this arm are reset to their defaults (reg_strength and reg for
+    every arm but batchnorm_reg; `arms` becomes [arm]), so changing them leaves this
+    recipe byte-identical and DVC reruns only the arms they touch.
+    """
+    if arm not in cfg.arms:
+        raise ConfigError(f"arms: {arm!r} is not in arms {list(cfg.arms)}")
+    raw = dataclasses.asdict(cfg)
+    raw["arms"] = [arm]
+    if arm != "batchnorm_reg":
+        default = Config()
+        raw["reg_strength"] = default.reg_strength
+        raw["reg"] = dataclasses.asdict(default.reg)
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return [plain(i) for i in v]
+        if isinstance(v, dict):
+            return {k: plain(i) for k, i in v.items()}
+        return v
+
+    return plain(raw)

@@ -1,0 +1,59 @@
+"""Memorization metrics and BN gamma/sigma summaries, measured in eval mode."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.models import bn_layers
+
+
+def _acc(pred: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float | None:
+    return float((pred[mask] == y[mask]).mean()) if mask.any() else None
+
+
+def memorization(pool_logits: torch.Tensor, y_train: np.ndarray, kind: np.ndarray,
+                 test_logits: torch.Tensor, y_test: np.ndarray) -> dict:
+    """Accuracy on each kind *with its training label* (for corrupted kinds: memorization).
+
+    Returns clean_train_acc, flipped_mem_acc (share of flipped samples predicted as their
+    flipped label), ood_mem_acc, test_acc; None where a kind is absent.
+    """
+    pred = pool_logits.argmax(1).numpy()
+    return {
+        "clean_train_acc": _acc(pred, y_train, kind == CLEAN),
+        "flipped_mem_acc": _acc(pred, y_train, kind == FLIPPED),
+        "ood_mem_acc": _acc(pred, y_train, kind == OOD),
+        "test_acc": float((test_logits.argmax(1).numpy() == y_test).mean()),
+    }
+
+
+@torch.no_grad()
+def gamma_sigma(model: nn.Module) -> dict[str, dict]:
+    """Per BN layer: |gamma|/sigma with sigma = sqrt(running_var + eps), summarised.
+
+    Keys per layer: median_ratio, share_above_1, median_gamma, median_sigma, and the
+    per-channel `ratio` list (for plots).
+    """
+    out = {}
+    for name, m in bn_layers(model):
+        sigma = torch.sqrt(m.running_var + m.eps).cpu()
+        gamma = m.weight.detach().abs().cpu()
+        ratio = gamma / sigma
+        out[name.replace(".", "_")] = {
+            "median_ratio": float(ratio.median()),
+            "share_above_1": float((ratio > 1).float().mean()),
+            "median_gamma": float(gamma.median()),
+            "median_sigma": float(sigma.median()),
+            "ratio": [round(float(r), 6) for r in ratio],
+        }
+    return out
+
+
+def epochs_to(history: list[dict], key: str, level: float) -> int | None:
+    """First epoch whose `key` reaches `level`, or None."""
+    for rec in history:
+        if rec.get(key) is not None and rec[key] >= level:
+            return rec["epoch"]
+    return None

@@ -1,0 +1,88 @@
+"""Atomic writes and safe loads: a killed stage never leaves a half-written file that a
+later stage would read as valid, and nothing read from disk is unpickled."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+
+class InputError(ValueError):
+    """An input file that is missing, truncated or not what the stage expects."""
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix,
+                               dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_npz(path: str | Path, **arrays: np.ndarray) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
+
+def load_npz(path: str | Path, keys: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """Load an .npz without pickle; a missing/truncated/foreign file is an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found; run the stage that writes it (dvc repro)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out = {k: z[k] for k in z.files}
+    except Exception as exc:  # zipfile.BadZipFile, ValueError, EOFError, OSError ...
+        raise InputError(f"{path}: not a readable .npz ({type(exc).__name__}); "
+                         "re-run the stage that writes it") from None
+    missing = [k for k in keys if k not in out]
+    if missing:
+        raise InputError(f"{path}: missing arrays {missing}; expected {list(keys)}")
+    return out
+
+
+def save_json(path: str | Path, obj: object) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def load_json(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found; run the stage that writes it (dvc repro)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        raise InputError(f"{path}: not valid JSON; re-run the stage that writes it") from None
+
+
+def save_state(path: str | Path, state: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_state(path: str | Path) -> dict:
+    """torch.load(weights_only=True); a missing/truncated/foreign file is an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found; run the stage that writes it (dvc repro)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise InputError(f"{path}: not a readable weights file ({type(exc).__name__}); "
+                         "re-run the stage that writes it") from None

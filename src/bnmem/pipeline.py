@@ -1,0 +1,51 @@
+"""Glue shared by the train and shadow stages: load the prepared pool, build an arm's
+model, and train it with the arm's recipe. One code path for targets and shadows."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnmem.config import Config, arm_norm
+from bnmem.data import NUM_CLASSES, preprocess
+from bnmem.io import load_npz
+from bnmem.models import make_model
+from bnmem.train import Regularizer, resolve_device, train_model
+
+POOL_KEYS = ("x", "y_train", "y_clean", "kind")
+
+
+def load_pool(path: str | Path) -> dict[str, np.ndarray]:
+    return load_npz(path, POOL_KEYS)
+
+
+def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict:
+    """The `<arm>.json` fields make_model needs to rebuild the module."""
+    return {"arch": cfg.arch, "norm": arm_norm(arm), "arm": arm,
+            "num_classes": NUM_CLASSES[cfg.dataset], "in_channels": in_channels,
+            "width": cfg.model.width, "image_size": image_size, "dataset": cfg.dataset}
+
+
+def build(meta: dict, seed: int | None = None) -> nn.Module:
+    return make_model(meta["arch"], meta["norm"], meta["num_classes"], meta["in_channels"],
+                      meta["width"], meta["image_size"], seed=seed)
+
+
+def regularizer(cfg: Config, arm: str) -> Regularizer | None:
+    return Regularizer(cfg.reg_strength, cfg.reg.target) if arm == "batchnorm_reg" else None
+
+
+def fit(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, meta: dict, init_seed: int,
+        order_seed: int, on_epoch=None, progress: bool = False) -> tuple[nn.Module, list[dict]]:
+    """Build the arm's model from `init_seed` and train it on (x, y) with the arm's recipe."""
+    device = resolve_device(cfg.train.device)
+    model = build(meta, seed=init_seed).to(device)
+    history = train_model(model, x, y, cfg.train, order_seed, regularizer(cfg, arm),
+                          on_epoch=on_epoch, progress=progress)
+    return model, history
+
+
+def tensors(pool: dict[str, np.ndarray], dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return preprocess(pool["x"], dataset), torch.as_tensor(pool["y_train"])
