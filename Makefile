@@ -1,0 +1,45 @@
+# Two commands: `make repro` (run the pipeline) and `make test` (run the tests).
+# Both create .venv with pip when missing, install the project, make Fashion-MNIST
+# available, and are fast no-ops when nothing changed.
+SHELL := /bin/bash
+VENV := .venv
+STAMP := $(VENV)/.installed
+FASHION := /usr/share/datasets/fashion-mnist
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: setup data repro test bench sweep check-repro clean-venv
+
+setup: $(STAMP) data
+
+$(STAMP): pyproject.toml
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+data:
+	@if [ ! -f $(FASHION)/train-images-idx3-ubyte.gz ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's dataset-fashion-mnist"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null; \
+	  else \
+	    echo "Fashion-MNIST missing: run 'sudo apt-get install dataset-fashion-mnist'," \
+	         "or set data.root in params.yaml to a torchvision root holding FashionMNIST/raw/"; \
+	    exit 1; \
+	  fi; \
+	fi
+
+repro: setup
+	dvc repro
+
+test: setup
+	python -m pytest -q
+
+bench: setup
+	python bench/run_all.py
+
+check-repro: setup
+	python bench/check_repro.py
+
+clean-venv:
+	rm -rf $(VENV)

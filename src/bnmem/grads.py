@@ -1,0 +1,233 @@
+"""Per-sample gradient norms ||grad_theta l(x_i, y_i)||_2 with torch.func, two definitions.
+
+`eval` (the default): BN layers in eval mode, normalizing with their running statistics
+(the buffers are passed to functional_call), so l_i = CE(f(x_i; theta), y_i) depends on
+x_i alone. Computed as vmap(grad(l)) over chunks of `chunk_size` samples, which bounds
+memory (chunk_size x n_params floats) at any pool size. Valid for every arm.
+
+`batch` (batch-coupled, for BN): the pool is cut into the training batches (the caller
+passes them; the stage uses the first epoch of bnmem.train.batch_order). For each batch of
+B samples ONE train-mode forward pass gives per-example losses l_1..l_B that share the
+batch statistics, and torch.func.jacrev of that loss vector gives every row
+grad_theta l_i, gradients flowing through the batch mean and variance. The per-example
+contribution to the batch-mean-loss gradient is c_i = grad_theta l_i / B (sum_i c_i is
+exactly the gradient SGD steps on); we report ||B c_i|| = ||grad_theta l_i|| so that for a
+model without BN (l_i independent of the batch) `batch` equals `eval` exactly. Running
+statistics are not updated (the forward pass mutates copies of the buffers). Single-sample
+batch statistics are never used.
+
+Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight and bias,
+`norm1` = BN gamma and beta), so layer_norms[l]**2 summed over l is norms**2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.func import functional_call, grad, jacrev, vmap
+
+from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.models import bn_layers
+
+KINDS = (("clean", CLEAN), ("flipped", FLIPPED), ("ood", OOD))
+
+
+@dataclass(frozen=True)
+class GradNorms:
+    norms: np.ndarray        # float64 [N], total l2 norm over all trainable parameters
+    layer_norms: np.ndarray  # float64 [L, N], l2 norm per parameter-owning module
+    layers: tuple[str, ...]  # L module names, in module order
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    return len(bn_layers(model)) > 0
+
+
+def layer_groups(model: nn.Module) -> dict[str, list[str]]:
+    """{module name: [its trainable parameter names]}, in module order."""
+    groups: dict[str, list[str]] = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            groups.setdefault(name.rpartition(".")[0] or name, []).append(name)
+    return groups
+
+
+def _layer_sq(grads: dict[str, torch.Tensor], groups: dict[str, list[str]]) -> torch.Tensor:
+    """Per-sample gradients {param: [n, *shape]} -> squared norms per layer, float64 [L, n]."""
+    rows = []
+    for names in groups.values():
+        rows.append(sum(torch.linalg.vector_norm(grads[k].flatten(1), dim=1, dtype=torch.float64)
+                        .pow(2) for k in names))
+    return torch.stack(rows)
+
+
+def _split_state(model: nn.Module) -> tuple[dict, dict]:
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    return params, buffers
+
+
+def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
+             groups: dict[str, list[str]], progress: bool) -> torch.Tensor:
+    params, buffers = _split_state(model)
+    device, dtype = next(iter(params.values())).device, next(iter(params.values())).dtype
+
+    def loss_one(p: dict, b: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, (p, b), (xi.unsqueeze(0),))  # (1, classes)
+        return F.cross_entropy(out, yi.unsqueeze(0))
+
+    per_sample = vmap(grad(loss_one), in_dims=(None, None, 0, 0))
+    out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    starts = range(0, len(x), chunk_size)
+    if progress:
+        from tqdm import tqdm
+        starts = tqdm(starts, desc="grads eval", leave=False)
+    for s in starts:
+        xc = x[s:s + chunk_size].to(device, dtype)
+        yc = y[s:s + chunk_size].to(device)
+        out[:, s:s + len(xc)] = _layer_sq(per_sample(params, buffers, xc, yc), groups).cpu()
+    return out
+
+
+def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+              batches: Sequence[np.ndarray], chunk_size: int, groups: dict[str, list[str]],
+              progress: bool) -> torch.Tensor:
+    flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
+    if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
+        raise ValueError("batches: must hold every sample index exactly once")
+    if min(len(b) for b in batches) < 2:
+        raise ValueError("batches: a batch of one sample would use single-sample statistics")
+    params, buffers = _split_state(model)
+    device, dtype = next(iter(params.values())).device, next(iter(params.values())).dtype
+
+    def losses(p: dict, b: dict, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        # One train-mode pass: BN normalizes with this batch's statistics, shared by all rows.
+        # `b` is an explicit argument because BN updates running stats in place (on copies).
+        return F.cross_entropy(functional_call(model, (p, b), (xb,)), yb, reduction="none")
+
+    out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    if progress:
+        from tqdm import tqdm
+        batches = tqdm(batches, desc="grads batch", leave=False)
+    for idx in batches:
+        idx_t = torch.as_tensor(np.asarray(idx))
+        xb, yb = x[idx_t].to(device, dtype), y[idx_t].to(device)
+        copies = {k: v.clone() for k, v in buffers.items()}
+        rows = jacrev(losses, chunk_size=min(chunk_size, len(idx_t)))(params, copies, xb, yb)
+        out[:, idx_t] = _layer_sq(rows, groups).cpu()  # rows are grad l_i = B * c_i
+    return out
+
+
+def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
+               chunk_size: int = 256, batches: Sequence[np.ndarray] | None = None,
+               progress: bool = False) -> GradNorms:
+    """Per-sample gradient norms of cross-entropy over all trainable parameters.
+
+    Args:
+        model: the network, on the device to compute on; its dtype sets the precision.
+            Its train/eval flag is restored afterwards; its weights and buffers untouched.
+        x: preprocessed inputs [N, C, H, W] (any device); y: labels [N] (y_train).
+        definition: `eval` (running statistics, l_i depends on x_i alone) or `batch`
+            (rows of the Jacobian of per-example losses in one train-mode pass per batch;
+            see the module docstring). Without BN layers `batch` is computed as `eval`,
+            to which it is mathematically identical.
+        chunk_size: samples per vmap call (eval) / Jacobian rows per vmap call (batch).
+        batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
+    """
+    if definition not in ("eval", "batch"):
+        raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
+    groups = layer_groups(model)
+    was_training = model.training
+    try:
+        if definition == "batch" and has_batchnorm(model):
+            if batches is None:
+                raise ValueError("definition batch: needs `batches`")
+            model.train()
+            sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress)
+        else:
+            model.eval()
+            sq = _eval_sq(model, x, y, chunk_size, groups, progress)
+    finally:
+        model.train(was_training)
+    return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
+
+
+def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
+                     definition: str, chunk_size: int, batches: Sequence[np.ndarray],
+                     progress: bool = False) -> tuple[dict[str, np.ndarray], GradNorms]:
+    """Load each state dict into `model` in turn; norms under both definitions.
+
+    Returns ({"eval": [E, N], "batch": [E, N]}, the last state's GradNorms under
+    `definition`, which carries the per-layer norms). Without BN the batch rows are the
+    eval rows (the definitions coincide), so they are computed once.
+    """
+    coupled = has_batchnorm(model)
+    rows: dict[str, list[np.ndarray]] = {"eval": [], "batch": []}
+    final = None
+    for state in states:
+        model.load_state_dict(state)
+        for d in ("eval", "batch") if coupled else ("eval",):
+            res = grad_norms(model, x, y, d, chunk_size, batches, progress)
+            rows[d].append(res.norms)
+            if d == definition or not coupled:
+                final = res
+        if not coupled:
+            rows["batch"].append(rows["eval"][-1])
+    if final is None:
+        raise ValueError("states: at least one checkpoint is needed")
+    return {d: np.stack(r) for d, r in rows.items()}, final
+
+
+def summarize(norms: np.ndarray, kind: np.ndarray, suffix: str = "") -> dict[str, float | None]:
+    """Median / p90 per kind, median ratios to clean and AUROC(corrupted vs clean).
+
+    Keys: median_norm_<kind>, p90_norm_<kind>, ratio_flipped_clean, ratio_ood_clean,
+    auroc_corrupted_vs_clean, each + `suffix`; None where a kind (or clean) is absent.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    out: dict[str, float | None] = {}
+    med = {}
+    for name, code in KINDS:
+        v = norms[kind == code]
+        med[name] = float(np.median(v)) if len(v) else None
+        out[f"median_norm_{name}{suffix}"] = med[name]
+        out[f"p90_norm_{name}{suffix}"] = float(np.quantile(v, 0.9)) if len(v) else None
+    for name in ("flipped", "ood"):
+        ok = med[name] is not None and med["clean"] not in (None, 0.0)
+        out[f"ratio_{name}_clean{suffix}"] = med[name] / med["clean"] if ok else None
+    corrupted = kind != CLEAN
+    out[f"auroc_corrupted_vs_clean{suffix}"] = (
+        float(roc_auc_score(corrupted, norms)) if 0 < corrupted.sum() < len(kind) else None)
+    return out
+
+
+def histogram(norms: np.ndarray, kind: np.ndarray, bins: int = 40) -> dict[str, np.ndarray]:
+    """Log-spaced histogram per kind on bins shared across kinds (columns for a CSV).
+
+    Bins span [min positive norm, max norm]; exact zeros (saturated softmax) fall in the
+    first bin. density = count / (n_kind * log10(bin_right / bin_left)), a density over
+    log10(norm), so kinds of different sizes compare on one axis. Absent kinds give no rows.
+    """
+    pos = norms[norms > 0]
+    lo = float(pos.min()) if len(pos) else 1e-12
+    hi = max(float(norms.max()) if len(norms) else lo, lo) * (1 + 1e-9)
+    edges = np.geomspace(lo, hi if hi > lo * (1 + 1e-6) else lo * 10, bins + 1)
+    widths = np.log10(edges[1:] / edges[:-1])
+    cols: dict[str, list] = {"kind": [], "bin_left": [], "bin_right": [], "count": [],
+                             "density": []}
+    for name, code in KINDS:
+        v = np.clip(norms[kind == code], edges[0], edges[-1])
+        if not len(v):
+            continue
+        count, _ = np.histogram(v, edges)
+        cols["kind"] += [name] * bins
+        cols["bin_left"] += list(edges[:-1])
+        cols["bin_right"] += list(edges[1:])
+        cols["count"] += list(count)
+        cols["density"] += list(count / (len(v) * widths))
+    return {k: np.asarray(v) for k, v in cols.items()}

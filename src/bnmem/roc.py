@@ -1,0 +1,173 @@
+"""ROC metrics for membership inference, with sample-level bootstrap CIs.
+
+An attack's output is a score per (target model, pool sample) pair; the label is whether
+the sample was in the target's training set. All metrics are computed from the ROC points
+at distinct score thresholds, with optional per-pair weights: a bootstrap resample of pool
+samples is just a vector of multiplicities, so one sort serves every resample and all
+target rows of a drawn sample travel together.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SUBSETS = {"all": None, "clean": 0, "flipped": 1, "ood": 2}  # pool `kind` code per subset
+FPR_LEVELS = {"1e-3": 1e-3, "1e-2": 1e-2}  # metric key suffix -> FPR bound (strict)
+CI_KEYS = ("auc", "tpr_at_fpr_1e-3")  # metrics that get bootstrap CIs
+ROC_GRID = np.logspace(-4, 0, 100)  # FPR values of the stored ROC curves
+_MAX_CELLS = 2 ** 22  # resamples x pairs per batch: ~4 float64 copies of it live (~130 MB)
+
+
+def roc_points(scores: np.ndarray, labels: np.ndarray,
+               weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """ROC points (fpr, tpr), one per distinct threshold plus (0, 0); labels True = member.
+
+    `weights` [B, n] gives B weighted curves at once (shape [B, n_thresholds + 1]);
+    without it the result is one unweighted curve (1-D). Ties share one point, so the
+    trapezoid AUC counts a tied pair as one half.
+    """
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    labels = np.asarray(labels, dtype=bool).ravel()
+    order = np.argsort(-scores, kind="stable")
+    s, lab = scores[order], labels[order]
+    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
+    w = np.ones((1, s.size)) if weights is None else np.asarray(weights, float)[:, order]
+    tp = np.cumsum(w * lab, axis=1)[:, ends]
+    fp = np.cumsum(w * ~lab, axis=1)[:, ends]
+    with np.errstate(invalid="ignore", divide="ignore"):  # no positives/negatives -> nan
+        tpr = tp / tp[:, -1:]
+        fpr = fp / fp[:, -1:]
+    zero = np.zeros((w.shape[0], 1))
+    fpr, tpr = np.hstack([zero, fpr]), np.hstack([zero, tpr])
+    return (fpr[0], tpr[0]) if weights is None else (fpr, tpr)
+
+
+def roc_summary(fpr: np.ndarray, tpr: np.ndarray) -> dict[str, np.ndarray]:
+    """AUC, best balanced accuracy and TPR at FPR strictly below each level.
+
+    Works on one curve (scalars out) or a batch [B, k] (arrays of B out).
+    """
+    auc = np.sum(np.diff(fpr, axis=-1) * (tpr[..., 1:] + tpr[..., :-1]) / 2, axis=-1)
+    out = {"auc": auc, "balanced_acc": np.max((tpr + 1 - fpr) / 2, axis=-1)}
+    undefined = np.isnan(auc)  # a curve without members or non-members
+    for key, level in FPR_LEVELS.items():
+        # (0, 0) is always a point, so the max over points with FPR < level is defined
+        best = np.max(np.where(fpr < level, tpr, 0.0), axis=-1)
+        out[f"tpr_at_fpr_{key}"] = np.where(undefined, np.nan, best)
+    return out
+
+
+def roc_grid(fpr: np.ndarray, tpr: np.ndarray, grid: np.ndarray = ROC_GRID) -> np.ndarray:
+    """TPR at the FPR values `grid`, linear between ROC points (at a vertical step: its top).
+
+    np.interp picks the last of equal x values below and the first above, which is exactly
+    the ROC curve's segment between two thresholds.
+    """
+    return np.interp(grid, fpr, tpr)
+
+
+def bootstrap_weights(kind: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """[n_boot, N] multiplicities of a bootstrap over pool samples, stratified by `kind`.
+
+    Stratifying keeps every subset's size fixed across resamples (the OOD subset is small)
+    and makes `all` the union of the subset resamples.
+    """
+    kind = np.asarray(kind)
+    w = np.zeros((n_boot, kind.size), dtype=np.float64)
+    rows = np.arange(n_boot)[:, None]
+    for k in np.unique(kind):
+        idx = np.flatnonzero(kind == k)
+        draw = idx[rng.integers(0, idx.size, size=(n_boot, idx.size))]
+        np.add.at(w, (rows, draw), 1.0)
+    return w
+
+
+def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
+             boot: np.ndarray | None = None) -> tuple[dict, dict, dict]:
+    """Metrics of one attack's [m, N] scores, per subset of pool samples.
+
+    Args:
+        scores: [m, N] attack score, higher = more likely a member.
+        keep: [m, N] membership labels.
+        kind: [N] pool sample kind (0 clean, 1 flipped, 2 OOD).
+        boot: optional [B, N] bootstrap multiplicities (see `bootstrap_weights`).
+    Returns:
+        metrics {subset: {metric: float | None, plus `<ci key>_lo/_hi`}},
+        resamples {subset: {ci key: [B] array}} (for paired differences),
+        curves {subset: [len(ROC_GRID)] TPR at ROC_GRID}.
+    A subset with no samples, or without members or non-members, gets None everywhere.
+    """
+    metrics, resamples, curves = {}, {}, {}
+    for name, code in SUBSETS.items():
+        cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
+        lab = keep[:, cols]
+        if cols.size == 0 or lab.all() or not lab.any():
+            metrics[name] = {k: None for k in _metric_keys(boot is not None)}
+            continue
+        s = scores[:, cols]
+        fpr, tpr = roc_points(s, lab)
+        metrics[name] = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
+        curves[name] = roc_grid(fpr, tpr)
+        if boot is None:
+            continue
+        resamples[name] = _bootstrap(s, lab, boot[:, cols])
+        for key in CI_KEYS:
+            lo, hi = _ci(resamples[name][key])
+            metrics[name][f"{key}_lo"], metrics[name][f"{key}_hi"] = lo, hi
+    return metrics, resamples, curves
+
+
+def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
+    """arm - base differences with 95 % CIs from the same bootstrap resamples.
+
+    Args:
+        metrics: {arm: {attack: {subset: {...}}}} as built from `evaluate`.
+        resamples: {arm: {attack: {subset: {key: [B]}}}}; all arms drawn with one `boot`.
+    Returns {arm: {attack: {subset: {key, key_lo, key_hi}}}} for every arm but `base`
+    (empty when `base` is absent); None where either side is undefined.
+    """
+    if base not in metrics:
+        return {}
+    out: dict = {}
+    for arm in metrics:
+        if arm == base:
+            continue
+        for attack, subsets in metrics[arm].items():
+            for subset, m in subsets.items():
+                b = metrics[base][attack][subset]
+                ra = resamples[arm][attack].get(subset)
+                rb = resamples[base][attack].get(subset)
+                row = {}
+                for key in CI_KEYS:
+                    ok = m[key] is not None and b[key] is not None and ra is not None and rb is not None
+                    lo, hi = _ci(ra[key] - rb[key]) if ok else (None, None)
+                    row[key] = m[key] - b[key] if ok else None
+                    row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
+                out.setdefault(arm, {}).setdefault(attack, {})[subset] = row
+    return out
+
+
+def _metric_keys(with_ci: bool) -> list[str]:
+    keys = ["auc", "balanced_acc"] + [f"tpr_at_fpr_{k}" for k in FPR_LEVELS]
+    return keys + ([f"{k}_{s}" for k in CI_KEYS for s in ("lo", "hi")] if with_ci else [])
+
+
+def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
+    """CI metrics of each resample; `w` [B, n_cols] are per-sample multiplicities."""
+    n_pairs = scores.size
+    pair_w = np.broadcast_to(w[:, None, :], (w.shape[0],) + scores.shape)  # rows travel together
+    step = max(1, _MAX_CELLS // n_pairs)
+    parts = []
+    for b0 in range(0, w.shape[0], step):
+        fpr, tpr = roc_points(scores, labels, pair_w[b0:b0 + step].reshape(-1, n_pairs))
+        summ = roc_summary(fpr, tpr)
+        parts.append({k: summ[k] for k in CI_KEYS})
+    return {k: np.concatenate([p[k] for p in parts]) for k in CI_KEYS}
+
+
+def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
+    """Percentile 95 % interval, ignoring resamples where the metric is undefined."""
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return None, None
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    return float(lo), float(hi)

@@ -1,0 +1,275 @@
+"""Train K LeNet shadow models at once as one stacked network.
+
+Model k's weights are slice k of tensors with a leading K axis. Convolutions run as one
+grouped convolution over K*C channels (groups=K) on channels-last activations
+[B, K*C, H, W], linear layers as batched matmuls over [K, B, F], and norm layers keep
+per-model statistics (BN over K*C channels is per model by construction). The summed
+objective sum_k (loss_k + lambda * penalty_k) gives each slice exactly its own model's
+gradient, and SGD is elementwise, so every model follows the plain per-model loop
+(`pipeline.fit`) step for step: same init, same batches, same schedule, same updates.
+
+Models whose subsets differ by one sample can have batches that differ by one at a step:
+short batches are padded with a repeated sample of weight 0, and the norm statistics and
+the loss then count only real samples. Models with a different number of steps per epoch
+(ceil(n/B) differs) train in separate stacks. Other archs fall back to the plain loop.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from bnmem.config import Config, TrainConfig
+from bnmem.pipeline import build, fit, regularizer
+from bnmem.train import Regularizer, batch_order, lr_at, resolve_device
+
+log = logging.getLogger(__name__)
+
+_CONVS = ("conv1", "conv2")
+_LINEARS = ("fc1", "fc2", "fc3")
+_NORMS = ("norm1", "norm2", "norm3", "norm4")
+
+
+def stack_states(models: list[nn.Module]) -> dict[str, torch.Tensor]:
+    """{state_dict key: tensor [K, *shape]} of K models with identical architecture."""
+    states = [m.state_dict() for m in models]
+    return {key: torch.stack([s[key] for s in states]) for key in states[0]}
+
+
+def unstack_states(stacked: dict[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """Inverse of stack_states: K plain state_dicts (CPU, contiguous copies)."""
+    k = len(next(iter(stacked.values())))
+    return [{key: v[i].detach().cpu().clone() for key, v in stacked.items()} for i in range(k)]
+
+
+class _Masked:
+    """Which padded rows are real: w [K, B] (1 real, 0 padding) and counts [K]."""
+
+    def __init__(self, w: torch.Tensor):
+        self.w, self.count = w, w.sum(1)
+
+
+def _norm_stats(h: torch.Tensor, k: int, dims2d: bool, mask: _Masked | None):
+    """Per-(model, channel) batch mean and biased variance, [K, C], differentiable.
+
+    h is [B, K*C, H, W] (2-d) or [K, B, C] (1-d); with `mask`, padded rows are left out.
+    """
+    if dims2d:
+        b, kc, hh, ww = h.shape
+        s1 = h.sum((2, 3)).view(b, k, -1)  # (B, K, C)
+        wt = mask.w.t()[:, :, None] if mask is not None else None
+        n = (mask.count[:, None] if mask is not None else b) * hh * ww
+        mean = ((s1 * wt).sum(0) if wt is not None else s1.sum(0)) / n  # (K, C)
+        dev = (h - mean.reshape(1, kc, 1, 1)).pow(2).sum((2, 3)).view(b, k, -1)
+        var = ((dev * wt).sum(0) if wt is not None else dev.sum(0)) / n
+        return mean, var, n
+    wt = mask.w[:, :, None] if mask is not None else None
+    n = mask.count[:, None] if mask is not None else h.shape[1]
+    mean = ((h * wt).sum(1) if wt is not None else h.sum(1)) / n  # (K, C)
+    dev = (h - mean[:, None]).pow(2)
+    var = ((dev * wt).sum(1) if wt is not None else dev.sum(1)) / n
+    return mean, var, n
+
+
+class StackedLeNet:
+    """K LeNets (models.LeNet) as stacked leaf tensors; forward gives logits [K, B, classes]."""
+
+    def __init__(self, models: list[nn.Module], norm: str, device: torch.device):
+        self.k, self.norm = len(models), norm
+        self.state = {key: v.to(device) for key, v in stack_states(models).items()}
+        self.params = {n: self.state[n].requires_grad_() for n, _ in models[0].named_parameters()}
+        m0 = models[0]
+        self.padding = m0.conv1.padding
+        self.groups = {n: getattr(m0, n).num_groups for n in _NORMS
+                       if isinstance(getattr(m0, n), nn.GroupNorm)}
+        self.eps = {n: getattr(m0, n).eps for n in _NORMS if hasattr(getattr(m0, n), "eps")}
+        self.bn_momentum = {n: getattr(m0, n).momentum for n in _NORMS
+                            if isinstance(getattr(m0, n), nn.modules.batchnorm._BatchNorm)}
+
+    def parameters(self) -> list[torch.Tensor]:
+        return list(self.params.values())
+
+    def _norm(self, name: str, h: torch.Tensor, mask: _Masked | None,
+              sigmas: list | None) -> torch.Tensor:
+        """Apply norm layer `name` to 2-d [B, K*C, H, W] or 1-d [K, B, C] activations."""
+        if self.norm == "none":
+            return h
+        p, k, eps, dims2d = self.params, self.k, self.eps[name], h.dim() == 4
+        gamma, beta = p[f"{name}.weight"], p[f"{name}.bias"]  # (K, C)
+        if self.norm in ("groupnorm", "layernorm"):
+            g = self.groups[name]
+            if dims2d:  # per sample, so padded rows cannot leak into real ones
+                return F.group_norm(h, k * g, gamma.reshape(-1), beta.reshape(-1), eps)
+            kk, b, c = h.shape
+            hg = h.view(kk, b, g, c // g)
+            var, mean = torch.var_mean(hg, -1, unbiased=False, keepdim=True)
+            return ((hg - mean) * torch.rsqrt(var + eps)).view(kk, b, c) * gamma[:, None] + beta[:, None]
+        rm, rv = self.state[f"{name}.running_mean"], self.state[f"{name}.running_var"]
+        self.state[f"{name}.num_batches_tracked"] += 1
+        if dims2d and mask is None and sigmas is None:  # fast path: native fused BN
+            return F.batch_norm(h, rm.view(-1), rv.view(-1), gamma.reshape(-1), beta.reshape(-1),
+                                True, self.bn_momentum[name], eps)
+        mean, var, n = _norm_stats(h, k, dims2d, mask)
+        with torch.no_grad():  # running statistics as nn.BatchNorm: unbiased batch variance
+            mom = self.bn_momentum[name]
+            rm.mul_(1 - mom).add_(mom * mean)
+            rv.mul_(1 - mom).add_(mom * var * n / (n - 1))
+        inv = torch.rsqrt(var + eps)
+        if sigmas is not None:
+            sigmas.append((gamma, torch.sqrt(var + eps)))
+        scale, shift = gamma * inv, beta - mean * gamma * inv  # (K, C)
+        if dims2d:
+            return h * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
+        return h * scale[:, None] + shift[:, None]
+
+    def forward(self, xb: torch.Tensor, mask: _Masked | None = None,
+                sigmas: list | None = None) -> torch.Tensor:
+        """xb: channels-last [B, K*C_in, H, W]; returns logits [K, B, classes].
+
+        With `sigmas` (a list), BN layers append (gamma, sigma_B), both [K, C].
+        """
+        p, k = self.params, self.k
+
+        def conv(name: str, h: torch.Tensor, **kw) -> torch.Tensor:
+            w = p[f"{name}.weight"]
+            return F.conv2d(h, w.reshape(-1, *w.shape[2:]), p[f"{name}.bias"].reshape(-1),
+                            groups=k, **kw)
+
+        def linear(name: str, h: torch.Tensor) -> torch.Tensor:
+            return torch.baddbmm(p[f"{name}.bias"][:, None], h, p[f"{name}.weight"].transpose(1, 2))
+
+        # relu(max_pool(.)) == max_pool(relu(.)) with the same gradients (relu is monotone,
+        # and a window whose max is <= 0 gets zero gradient either way), on 4x fewer values.
+        h = self._norm("norm1", conv("conv1", xb, padding=self.padding), mask, sigmas)
+        h = F.relu(F.max_pool2d(h, 2))  # (B, K*6, 14, 14)
+        h = self._norm("norm2", conv("conv2", h), mask, sigmas)
+        h = F.relu(F.max_pool2d(h, 2))  # (B, K*16, 5, 5)
+        b = h.shape[0]
+        h = h.reshape(b, k, -1, *h.shape[2:]).permute(1, 0, 2, 3, 4).reshape(k, b, -1)  # (K, B, 400)
+        h = F.relu(self._norm("norm3", linear("fc1", h), mask, sigmas))
+        h = F.relu(self._norm("norm4", linear("fc2", h), mask, sigmas))
+        return linear("fc3", h)
+
+
+def _plan(sizes: list[int], cfg: TrainConfig, order_seeds: list[int]):
+    """Padded batch plan: index [epochs, steps, K, Bmax] (into each model's subset) and
+    weights w of the same shape (1 real, 0 padding). All models must share ceil(n/B)."""
+    orders = [batch_order(n, cfg.batch_size, cfg.epochs, s) for n, s in zip(sizes, order_seeds)]
+    steps = len(orders[0][0])
+    bmax = max(len(b) for o in orders for e in o for b in e)
+    idx = np.zeros((cfg.epochs, steps, len(sizes), bmax), dtype=np.int64)
+    w = np.zeros(idx.shape, dtype=np.float32)
+    for k, order in enumerate(orders):
+        for e, batches in enumerate(order):
+            for s, b in enumerate(batches):
+                idx[e, s, k, :len(b)], idx[e, s, k, len(b):] = b, b[0]
+                w[e, s, k, :len(b)] = 1.0
+    return idx, w
+
+
+def _penalty(sigmas: list, target: float) -> torch.Tensor:
+    """Per model: mean over its BN channels of relu(|gamma|/sigma_B - target)^2; [K]."""
+    ratio = torch.cat([g.abs() / s for g, s in sigmas], dim=1)  # (K, sum C)
+    return F.relu(ratio - target).pow(2).mean(1)
+
+
+def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: torch.Tensor,
+                 y: torch.Tensor, subsets: list[np.ndarray], models: list[nn.Module],
+                 order_seeds: list[int], device: torch.device) -> tuple[dict, list[list[dict]]]:
+    """Train one stack (models sharing the step count); returns stacked state and histories."""
+    net = StackedLeNet(models, norm, device)
+    k, c_in = len(models), x_hwc.shape[-1]
+    idx, w = _plan([len(s) for s in subsets], cfg, order_seeds)
+    # Map subset positions to pool rows once: gidx[e, s, k, b] indexes x_hwc / y directly.
+    gidx = torch.as_tensor(np.stack([subsets[j][idx[:, :, j]] for j in range(k)], axis=2))
+    gidx, full = gidx.to(device), (w == 1).all(axis=(2, 3))  # full: no padding at that step
+    w_t, n_k = torch.as_tensor(w).to(device), torch.tensor([len(s) for s in subsets], device=device)
+    opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                          weight_decay=cfg.weight_decay)
+    use_pen = reg is not None and reg.strength > 0 and norm == "batchnorm"
+    total, step, hist = idx.shape[0] * idx.shape[1], 0, [[] for _ in range(k)]
+    for epoch in range(idx.shape[0]):
+        t0 = time.perf_counter()
+        loss_sum = torch.zeros(k, device=device)
+        pen_sum = torch.zeros(k, device=device)
+        for s in range(idx.shape[1]):
+            lr = lr_at(cfg, step, total)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            gi, wk = gidx[epoch, s], w_t[epoch, s]  # (K, Bmax)
+            bmax = gi.shape[1]
+            xb = x_hwc[gi.reshape(-1)].view(k, bmax, *x_hwc.shape[1:3], c_in)
+            xb = xb.permute(1, 2, 3, 0, 4).reshape(bmax, *x_hwc.shape[1:3], k * c_in)
+            xb = xb.permute(0, 3, 1, 2)  # channels-last (B, K*C, H, W)
+            yb = y[gi]
+            cnt = wk.sum(1)  # (K,)
+            mask = None if full[epoch, s] else _Masked(wk)
+            sigmas = [] if use_pen else None
+            logits = net.forward(xb, mask, sigmas)  # (K, B, classes)
+            ce = F.cross_entropy(logits.reshape(k * bmax, -1), yb.reshape(-1), reduction="none")
+            loss_k = (ce.view(k, bmax) * wk).sum(1) / cnt  # each model's mean batch loss
+            objective = loss_k.sum()
+            if use_pen:
+                pen_k = _penalty(sigmas, reg.target)
+                objective = objective + reg.strength * pen_k.sum()
+                pen_sum += pen_k.detach() * cnt
+            opt.zero_grad(set_to_none=True)
+            objective.backward()
+            opt.step()
+            loss_sum += loss_k.detach() * cnt
+            step += 1
+        seconds = time.perf_counter() - t0
+        loss_ep, pen_ep = (loss_sum / n_k).tolist(), (pen_sum / n_k).tolist()
+        for j in range(k):
+            hist[j].append({"epoch": epoch + 1, "loss": loss_ep[j], "penalty": pen_ep[j],
+                            "lr": lr, "seconds": seconds / k})
+        log.info("stack of %d epoch %d: mean loss %.4f (%.1f s)", k, epoch + 1,
+                 sum(loss_ep) / k, seconds)
+    return net.state, hist
+
+
+def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
+                meta: dict, init_seeds: list[int], order_seeds: list[int],
+                max_stack: int = 0) -> tuple[list[dict], list[list[dict]]]:
+    """Train K models of one arm at once; model k as pipeline.fit(cfg, arm, x[keep[k]], ...).
+
+    Args:
+        cfg, arm, meta: as for pipeline.fit (the arm's recipe and model_meta).
+        x: preprocessed pool [N, C, H, W]; y: labels [N].
+        keep: bool [K, N], model k trains on x[keep[k]].
+        init_seeds, order_seeds: per-model seeds, as fit's init_seed / order_seed.
+        max_stack: most models per stack (0 = all); bounds memory.
+    Returns:
+        (state_dicts, histories): per model, a CPU state_dict loadable into
+        pipeline.build(meta), and fit's per-epoch records (loss, penalty, lr, seconds).
+    """
+    keep = np.asarray(keep, dtype=bool)
+    if meta["arch"] != "lenet":  # only LeNet has a stacked form; others run the plain loop
+        out = [fit(cfg, arm, x[torch.as_tensor(keep[j])], y[torch.as_tensor(keep[j])], meta,
+                   init_seeds[j], order_seeds[j]) for j in range(len(keep))]
+        return ([{n: v.detach().cpu() for n, v in m.state_dict().items()} for m, _ in out],
+                [h for _, h in out])
+    device = resolve_device(cfg.train.device)
+    x_hwc = x.permute(0, 2, 3, 1).contiguous().to(device)  # gathers rows of [H, W, C]
+    y = y.to(device)
+    subsets = [np.flatnonzero(row) for row in keep]
+    steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
+    states: list[dict | None] = [None] * len(keep)
+    hists: list[list[dict] | None] = [None] * len(keep)
+    size = max_stack or len(keep)
+    for n_steps in sorted(set(steps)):
+        ids = [j for j in range(len(keep)) if steps[j] == n_steps]
+        for lo in range(0, len(ids), size):
+            part = ids[lo:lo + size]
+            models = [build(meta, seed=init_seeds[j]) for j in part]
+            stacked, hist = _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc,
+                                         y, [subsets[j] for j in part], models,
+                                         [order_seeds[j] for j in part], device)
+            for j, sd, h in zip(part, unstack_states(stacked), hist):
+                states[j], hists[j] = sd, h
+    return states, hists

@@ -1,0 +1,51 @@
+"""Every arch x norm trains on the CPU; arms share identical initial weights."""
+import pytest
+import torch
+
+from bnmem.models import make_model
+
+ARCHS = ["lenet", "resnet", "densenet"]
+NORMS = ["none", "batchnorm", "groupnorm", "layernorm"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("channels, size", [(1, 28), (3, 32)])
+def test_forward_backward(arch, norm, channels, size):
+    model = make_model(arch, norm, 10, channels, width=4, image_size=size, seed=0)
+    x = torch.randn(4, channels, size, size)
+    out = model(x)
+    assert out.shape == (4, 10)
+    out.logsumexp(1).mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shared_layers_start_identical(arch):
+    ref = dict(make_model(arch, "none", 10, 1, width=4, seed=5).named_parameters())
+    for norm in NORMS[1:]:
+        other = dict(make_model(arch, norm, 10, 1, width=4, seed=5).named_parameters())
+        shared = set(ref) & set(other)
+        assert len(shared) == len(ref)  # norm layers only add parameters
+        for name in shared:
+            torch.testing.assert_close(ref[name], other[name], rtol=0, atol=0)
+    a = make_model(arch, "none", 10, 1, width=4, seed=6)
+    assert not torch.equal(next(a.parameters()), ref[next(iter(ref))])
+
+
+def test_state_dict_round_trip(tmp_path):
+    model = make_model("lenet", "batchnorm", 10, 1, seed=0)
+    model(torch.randn(8, 1, 28, 28))  # move running stats
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    back = make_model("lenet", "batchnorm", 10, 1)
+    back.load_state_dict(torch.load(tmp_path / "m.pt", weights_only=True))
+    x = torch.randn(3, 1, 28, 28)
+    model.eval(), back.eval()
+    torch.testing.assert_close(model(x), back(x))
+
+
+def test_unknown_names_rejected():
+    with pytest.raises(ValueError, match="arch"):
+        make_model("vgg", "none", 10, 1)
+    with pytest.raises(ValueError, match="norm"):
+        make_model("lenet", "weightnorm", 10, 1)

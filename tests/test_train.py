@@ -1,0 +1,98 @@
+"""Training recipe: batches, schedule, the gamma/sigma penalty, and that training learns."""
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from bnmem.config import TrainConfig
+from bnmem.models import make_model
+from bnmem.train import (BatchSigma, Regularizer, batch_order, gamma_sigma_penalty, lr_at,
+                         predict, train_model)
+from bnmem.evaluate import gamma_sigma
+
+
+def test_batch_order_covers_every_sample_each_epoch():
+    order = batch_order(101, 16, 3, seed=4)
+    for epoch in order:
+        flat = np.concatenate(epoch)
+        assert sorted(flat) == list(range(101))
+        assert min(len(b) for b in epoch) >= 2
+    assert [b.tolist() for b in batch_order(101, 16, 3, 4)[1]] == [b.tolist() for b in order[1]]
+    assert not np.array_equal(order[0][0], order[1][0])
+
+
+def test_cosine_schedule_ends_near_zero():
+    cfg = TrainConfig(lr=0.1)
+    assert lr_at(cfg, 0, 100) == pytest.approx(0.1)
+    assert lr_at(cfg, 99, 100) < 1e-3
+    assert lr_at(dataclasses.replace(cfg, schedule="step"), 80, 100) == pytest.approx(1e-3)
+
+
+def test_penalty_zero_below_target():
+    gammas = [torch.tensor([0.5, 0.9])]
+    sigmas = [torch.tensor([1.0, 1.0])]
+    assert gamma_sigma_penalty(gammas, sigmas, 1.0) == 0
+    assert gamma_sigma_penalty(gammas, sigmas, 0.6) == pytest.approx(0.3 ** 2 / 2)
+
+
+def test_penalty_gradient_matches_finite_differences():
+    torch.manual_seed(0)
+    model = make_model("lenet", "batchnorm", 10, 1, seed=1).double()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.weight.mul_(3.0)  # push some |gamma|/sigma_B above 1
+    x = torch.randn(16, 1, 28, 28, dtype=torch.float64)
+    capture = BatchSigma(model)
+
+    def f():
+        model.train()
+        model(x)
+        return gamma_sigma_penalty(*capture.pop(), 1.0)
+
+    assert f() > 0
+    model.zero_grad()
+    f().backward()
+    for p in [model.norm1.weight, model.conv1.weight]:  # through gamma and through sigma_B
+        idx = (0,) * p.dim()
+        eps = 1e-6
+        with torch.no_grad():
+            p[idx] += eps
+            up = f().item()
+            p[idx] -= 2 * eps
+            down = f().item()
+            p[idx] += eps
+        assert p.grad[idx].item() == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-9)
+
+
+def _toy(n=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 10, (n,), generator=g)
+    x = torch.randn(n, 1, 28, 28, generator=g) * 0.5
+    x[torch.arange(n), 0, y, y] += 3.0  # learnable: a bright pixel per class
+    return x, y
+
+
+def test_training_learns_and_is_deterministic():
+    x, y = _toy()
+    cfg = TrainConfig(epochs=3, batch_size=32, lr=0.05)
+    runs = []
+    for _ in range(2):
+        model = make_model("lenet", "batchnorm", 10, 1, seed=0)
+        hist = train_model(model, x, y, cfg, seed=0)
+        runs.append(predict(model, x))
+    assert hist[-1]["loss"] < hist[0]["loss"]
+    assert (runs[0].argmax(1) == y).float().mean() > 0.5
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+
+
+def test_regularizer_lowers_gamma_over_sigma():
+    x, y = _toy(512)
+    cfg = TrainConfig(epochs=4, batch_size=32, lr=0.05)
+    ratios = {}
+    for name, reg in [("plain", None), ("reg", Regularizer(strength=5.0, target=0.5))]:
+        model = make_model("lenet", "batchnorm", 10, 1, seed=0)
+        train_model(model, x, y, cfg, seed=0, reg=reg)
+        ratios[name] = np.median([v["median_ratio"] for v in gamma_sigma(model).values()])
+    assert ratios["reg"] < ratios["plain"]
