@@ -68,13 +68,14 @@ def signals(logits: np.ndarray, labels: np.ndarray, identity_query: int = 0,
     """(phi [m,N,Q], logp [m,N], correct [m,N]) from logits [m,N,Q,C]; `chunk` models at a
     time, so no float64 copy of the whole logits array is ever made."""
     m, n, q, _ = logits.shape
-    phi = np.empty((m, n, q))
+    phi, logp, correct = np.empty((m, n, q)), np.empty((m, n)), np.empty((m, n), bool)
     for a in range(0, m, chunk):
-        phi[a:a + chunk] = logit_margin(logits[a:a + chunk], labels[None, :, None])
-    lp = log_prob_from_margin(phi)
-    logp = np.logaddexp.reduce(lp, axis=2) - np.log(q)  # log of the mean probability
-    correct = logits[:, :, identity_query].argmax(axis=-1) == labels[None, :]
-    return phi, logp, correct
+        part = logits[a:a + chunk]
+        phi[a:a + chunk] = logit_margin(part, labels[None, :, None])
+        # log of the query-mean probability of the label
+        logp[a:a + chunk] = np.logaddexp.reduce(log_prob_from_margin(phi[a:a + chunk]), axis=2)
+        correct[a:a + chunk] = part[:, :, identity_query].argmax(axis=-1) == labels[None, :]
+    return phi, logp - np.log(q), correct
 
 
 def load_shadow(paths: list[Path], labels: np.ndarray, identity_query: int = 0) -> Signals:
@@ -83,6 +84,7 @@ def load_shadow(paths: list[Path], labels: np.ndarray, identity_query: int = 0) 
     Raises InputError (one line, naming the file) on a missing or unreadable shard,
     inconsistent shapes, non-finite logits or duplicate model ids.
     """
+    fields = ("model_ids", "keep", "phi", "logp", "correct")
     parts, shape = [], None
     for path in paths:
         z = load_npz(path, ("logits", "keep", "model_ids"))
@@ -94,20 +96,26 @@ def load_shadow(paths: list[Path], labels: np.ndarray, identity_query: int = 0) 
         if shape is not None and lg.shape[2:] != shape:
             raise InputError(f"{path}: queries x classes {lg.shape[2:]} differ from {shape} "
                              f"in {paths[0]}")
-        if keep.dtype != bool or not np.isfinite(lg).all():
-            raise InputError(f"{path}: keep must be bool and logits finite")
+        if keep.dtype != bool:
+            raise InputError(f"{path}: keep is {keep.dtype}, expected bool")
+        if not np.isfinite(lg).all():
+            bad = ids[~np.isfinite(lg).reshape(m, -1).all(axis=1)]
+            raise InputError(f"{path}: non-finite logits from models {bad.tolist()}")
+        if labels.min() < 0 or labels.max() >= lg.shape[3]:
+            raise InputError(f"{path}: {lg.shape[3]} classes, but labels span "
+                             f"[{labels.min()}, {labels.max()}]")
         shape = lg.shape[2:]
-        parts.append((ids.astype(np.int64), keep, *signals(lg, labels, identity_query)))
+        parts.append(dict(zip(fields, (ids.astype(np.int64), keep,
+                                       *signals(lg, labels, identity_query)))))
     if not parts:
         raise InputError("no shadow shards given")
-    ids = np.concatenate([p[0] for p in parts])
+    ids = np.concatenate([p["model_ids"] for p in parts])
     uniq, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
-        dup = uniq[counts > 1]
-        raise InputError(f"duplicate model ids {dup.tolist()} across {[str(p) for p in paths]}")
+        raise InputError(f"duplicate model ids {uniq[counts > 1].tolist()} across "
+                         f"{[str(p) for p in paths]}")
     order = np.argsort(ids)  # global id order, never file order
-    cat = [np.concatenate([p[i] for p in parts])[order] for i in range(5)]
-    return Signals(phi=cat[2], logp=cat[3], correct=cat[4], keep=cat[1], model_ids=cat[0])
+    return Signals(**{f: np.concatenate([p[f] for p in parts])[order] for f in fields})
 
 
 # ---------------------------------------------------------------- LiRA

@@ -14,15 +14,18 @@ contribution to the batch-mean-loss gradient is c_i = grad_theta l_i / B (sum_i 
 exactly the gradient SGD steps on); we report ||B c_i|| = ||grad_theta l_i|| so that for a
 model without BN (l_i independent of the batch) `batch` equals `eval` exactly. Running
 statistics are not updated (the forward pass mutates copies of the buffers). Single-sample
-batch statistics are never used.
+batch statistics are never used. Cost: one Jacobian is B backward passes through the
+whole batch (B x B activations in memory, capped by doing `chunk_size` rows at a time),
+so `batch` costs roughly B times `eval` in activation work.
 
 Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight and bias,
 `norm1` = BN gamma and beta), so layer_norms[l]**2 summed over l is norms**2.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -71,25 +74,66 @@ def _split_state(model: nn.Module) -> tuple[dict, dict]:
     return params, buffers
 
 
-def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
-             groups: dict[str, list[str]], progress: bool) -> torch.Tensor:
+@contextmanager
+def _mode(model: nn.Module, training: bool) -> Iterator[None]:
+    """Set train/eval for the duration, then restore the caller's flag."""
+    was = model.training
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.train(was)
+
+
+def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`eval` definition: {param name: [n, *shape]} gradients of CE(f(x_i), y_i), one vmap call.
+
+    x, y must be on the model's device and x in its dtype. BN uses running statistics.
+    """
     params, buffers = _split_state(model)
-    device, dtype = next(iter(params.values())).device, next(iter(params.values())).dtype
 
     def loss_one(p: dict, b: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
         out = functional_call(model, (p, b), (xi.unsqueeze(0),))  # (1, classes)
         return F.cross_entropy(out, yi.unsqueeze(0))
 
-    per_sample = vmap(grad(loss_one), in_dims=(None, None, 0, 0))
+    with _mode(model, False):
+        return vmap(grad(loss_one), in_dims=(None, None, 0, 0))(params, buffers, x, y)
+
+
+def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                chunk_size: int | None = None) -> dict[str, torch.Tensor]:
+    """`batch` definition for ONE batch: {param name: [B, *shape]}, row i = grad l_i.
+
+    l = CE(f(x; theta), y) per example from a single train-mode forward pass, so BN uses
+    the statistics of this batch and gradients flow through them. Row i is B * c_i, c_i
+    the contribution to the batch-mean-loss gradient: rows.sum(0) / B == that gradient.
+    Running statistics are untouched (the pass updates copies of the buffers).
+    chunk_size: Jacobian rows per vmap call inside jacrev (None = all B at once).
+    """
+    if len(x) < 2:
+        raise ValueError("batch_grads: a batch of one sample would use single-sample statistics")
+    params, buffers = _split_state(model)
+
+    def losses(p: dict, b: dict) -> torch.Tensor:
+        # `b` is an argument (not captured) because BN updates running stats in place.
+        return F.cross_entropy(functional_call(model, (p, b), (x,)), y, reduction="none")
+
+    copies = {k: v.clone() for k, v in buffers.items()}
+    with _mode(model, True):
+        return jacrev(losses, chunk_size=chunk_size)(params, copies)
+
+
+def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
+             groups: dict[str, list[str]], progress: bool) -> torch.Tensor:
+    p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     starts = range(0, len(x), chunk_size)
     if progress:
         from tqdm import tqdm
         starts = tqdm(starts, desc="grads eval", leave=False)
     for s in starts:
-        xc = x[s:s + chunk_size].to(device, dtype)
-        yc = y[s:s + chunk_size].to(device)
-        out[:, s:s + len(xc)] = _layer_sq(per_sample(params, buffers, xc, yc), groups).cpu()
+        xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
+        out[:, s:s + len(xc)] = _layer_sq(per_sample_grads(model, xc, yc), groups).cpu()
     return out
 
 
@@ -99,26 +143,16 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
     if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
         raise ValueError("batches: must hold every sample index exactly once")
-    if min(len(b) for b in batches) < 2:
-        raise ValueError("batches: a batch of one sample would use single-sample statistics")
-    params, buffers = _split_state(model)
-    device, dtype = next(iter(params.values())).device, next(iter(params.values())).dtype
-
-    def losses(p: dict, b: dict, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        # One train-mode pass: BN normalizes with this batch's statistics, shared by all rows.
-        # `b` is an explicit argument because BN updates running stats in place (on copies).
-        return F.cross_entropy(functional_call(model, (p, b), (xb,)), yb, reduction="none")
-
+    p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     if progress:
         from tqdm import tqdm
         batches = tqdm(batches, desc="grads batch", leave=False)
     for idx in batches:
         idx_t = torch.as_tensor(np.asarray(idx))
-        xb, yb = x[idx_t].to(device, dtype), y[idx_t].to(device)
-        copies = {k: v.clone() for k, v in buffers.items()}
-        rows = jacrev(losses, chunk_size=min(chunk_size, len(idx_t)))(params, copies, xb, yb)
-        out[:, idx_t] = _layer_sq(rows, groups).cpu()  # rows are grad l_i = B * c_i
+        xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
+        rows = batch_grads(model, xb, yb, min(chunk_size, len(idx_t)))
+        out[:, idx_t] = _layer_sq(rows, groups).cpu()
     return out
 
 
@@ -129,30 +163,24 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
 
     Args:
         model: the network, on the device to compute on; its dtype sets the precision.
-            Its train/eval flag is restored afterwards; its weights and buffers untouched.
+            Its weights, buffers and train/eval flag are left as they were.
         x: preprocessed inputs [N, C, H, W] (any device); y: labels [N] (y_train).
         definition: `eval` (running statistics, l_i depends on x_i alone) or `batch`
             (rows of the Jacobian of per-example losses in one train-mode pass per batch;
             see the module docstring). Without BN layers `batch` is computed as `eval`,
-            to which it is mathematically identical.
+            to which it is identical (tests check this on the batch path).
         chunk_size: samples per vmap call (eval) / Jacobian rows per vmap call (batch).
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
     """
     if definition not in ("eval", "batch"):
         raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
     groups = layer_groups(model)
-    was_training = model.training
-    try:
-        if definition == "batch" and has_batchnorm(model):
-            if batches is None:
-                raise ValueError("definition batch: needs `batches`")
-            model.train()
-            sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress)
-        else:
-            model.eval()
-            sq = _eval_sq(model, x, y, chunk_size, groups, progress)
-    finally:
-        model.train(was_training)
+    if definition == "batch" and has_batchnorm(model):
+        if batches is None:
+            raise ValueError("definition batch: needs `batches`")
+        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress)
+    else:
+        sq = _eval_sq(model, x, y, chunk_size, groups, progress)
     return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
 
 

@@ -14,15 +14,16 @@ SUBSETS = {"all": None, "clean": 0, "flipped": 1, "ood": 2}  # pool `kind` code 
 FPR_LEVELS = {"1e-3": 1e-3, "1e-2": 1e-2}  # metric key suffix -> FPR bound (strict)
 CI_KEYS = ("auc", "tpr_at_fpr_1e-3")  # metrics that get bootstrap CIs
 ROC_GRID = np.logspace(-4, 0, 100)  # FPR values of the stored ROC curves
-_MAX_CELLS = 2 ** 22  # resamples x pairs per batch: ~4 float64 copies of it live (~130 MB)
+_MAX_CELLS = 2 ** 20  # resamples x pairs per bootstrap batch (~8 float64 temporaries: ~64 MB)
 
 
-def roc_points(scores: np.ndarray, labels: np.ndarray,
-               weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None,
+               groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ROC points (fpr, tpr), one per distinct threshold plus (0, 0); labels True = member.
 
-    `weights` [B, n] gives B weighted curves at once (shape [B, n_thresholds + 1]);
-    without it the result is one unweighted curve (1-D). Ties share one point, so the
+    `weights` [B, G] gives B weighted curves at once (shape [B, n_thresholds + 1]); pair i
+    gets weight weights[:, groups[i]] (groups defaults to one group per pair). Without
+    weights the result is one unweighted curve (1-D). Ties share one point, so the
     trapezoid AUC counts a tied pair as one half.
     """
     scores = np.asarray(scores, dtype=np.float64).ravel()
@@ -30,9 +31,15 @@ def roc_points(scores: np.ndarray, labels: np.ndarray,
     order = np.argsort(-scores, kind="stable")
     s, lab = scores[order], labels[order]
     ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
-    w = np.ones((1, s.size)) if weights is None else np.asarray(weights, float)[:, order]
-    tp = np.cumsum(w * lab, axis=1)[:, ends]
-    fp = np.cumsum(w * ~lab, axis=1)[:, ends]
+    if weights is None:
+        w = lab[None].astype(np.float64)
+        total = np.arange(1, s.size + 1, dtype=np.float64)[None]
+    else:
+        w = np.asarray(weights, dtype=np.float64)[:, order if groups is None else groups[order]]
+        total = np.cumsum(w, axis=1)
+        w *= lab  # in place: keeps the batch at two [B, n] arrays
+    tp = np.cumsum(w, axis=1, out=w)[:, ends]
+    fp = total[:, ends] - tp
     with np.errstate(invalid="ignore", divide="ignore"):  # no positives/negatives -> nan
         tpr = tp / tp[:, -1:]
         fpr = fp / fp[:, -1:]
@@ -153,13 +160,11 @@ def _metric_keys(with_ci: bool) -> list[str]:
 
 def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
     """CI metrics of each resample; `w` [B, n_cols] are per-sample multiplicities."""
-    n_pairs = scores.size
-    pair_w = np.broadcast_to(w[:, None, :], (w.shape[0],) + scores.shape)  # rows travel together
-    step = max(1, _MAX_CELLS // n_pairs)
+    groups = np.broadcast_to(np.arange(scores.shape[1]), scores.shape).ravel()  # pair -> sample
+    step = max(1, _MAX_CELLS // scores.size)
     parts = []
     for b0 in range(0, w.shape[0], step):
-        fpr, tpr = roc_points(scores, labels, pair_w[b0:b0 + step].reshape(-1, n_pairs))
-        summ = roc_summary(fpr, tpr)
+        summ = roc_summary(*roc_points(scores, labels, w[b0:b0 + step], groups))
         parts.append({k: summ[k] for k in CI_KEYS})
     return {k: np.concatenate([p[k] for p in parts]) for k in CI_KEYS}
 

@@ -15,17 +15,19 @@ Norms compared, all with the same w, V:
             differentiated. Shown for contrast, not predicted exactly.
 
 Derivation. One SGD step of size eta on the outlier's loss over theta = (w, V) (gamma, beta
-held: the no-BN model has no counterpart) moves theta by eta*s*grad_theta m, where
-s = -dl/dm = sigmoid(-m). To first order, dm = eta*s*||grad_theta m||^2. With BN and beta = 0,
-z = k f with f = conv(x; w) - mu, so grad_w m = k J^T u and grad_V m = +-k f (J = df/dw,
-u = V_y - V_other); without BN the same with k = 1. So the quantity predicted is
+held: the no-BN model has no counterpart) moves theta by eta*s*grad m, s = -dl/dm =
+sigmoid(-m), so to first order dm = eta*s*||grad m||^2. With BN and beta = 0, z = k f with
+f = conv(x; w) - mu, hence grad_w m = k J^T u and grad_V m = +-k f (J = df/dw,
+u = V_y - V_other); without BN the same with k = 1. The quantity predicted is
   G := dm / (eta s)  (margin growth per unit step and unit loss slope),
-  G_bn / G_none  ->  k^2 = (gamma/sigma)^2   as eta -> 0  (exponent 2 in log-log).
-Dividing by s removes the two models' different starting losses. At finite eta, w and V
-move together, so dm gains a term (eta s)^2 k^3 u^T J (J^T ...) and the ratio drifts with
-eta*k. For bn_batch, differentiating mu and sigma takes out of grad_w m its parts along the
-mean patch and along C w (BN's shift and scale invariance): at fixed w, V that changes
-G by a factor independent of gamma, so the slope stays 2 but the prefactor moves.
+  G_bn / G_none -> k^2 = (gamma/sigma)^2 as eta -> 0, i.e. exponent 2 in log-log.
+Dividing by s removes the two models' different starting losses. The outlier starts
+misclassified (the state memorization starts from), so s ~ 1 and no step underflows.
+At finite eta, w and V move together, dm gains a (eta s)^2 term cubic in k, and the error
+grows linearly in eta (fastest at large gamma/sigma, where the effective step is k^2 larger).
+bn_batch: differentiating mu, sigma removes from grad_w m its parts along the mean patch and
+along C w (BN's shift and scale invariance): a gamma-independent factor on the w part, so
+the slope stays 2 and only the prefactor moves (most for the conv filter alone).
 """
 from __future__ import annotations
 
@@ -126,8 +128,9 @@ def step_growth(p: Params, x: torch.Tensor, y: torch.Tensor, idx: int, norm: str
                 etas: np.ndarray, update: tuple[str, ...] = ("w", "V")) -> np.ndarray:
     """G(eta) = (m_after - m_before)/(eta s) on sample `idx` after one SGD step on its loss.
 
-    The step updates `update` (default the shared parameters w and V); statistics for `bn`/`none` are the
-    batch's at the current w and stay fixed, `bn_batch` recomputes them after the step.
+    The step updates `update` (default: w and V, the parameters both models share).
+    Statistics for `bn`/`none` are the batch's at the current w and stay fixed;
+    `bn_batch` differentiates them and recomputes them after the step.
     """
     stats = batch_stats(p, x)
     theta = {k: v.detach().clone().requires_grad_(k in update) for k, v in p.items()}
@@ -344,7 +347,8 @@ def plot_theory(table: dict[str, np.ndarray], grid: dict, path: str) -> None:
     from matplotlib.figure import Figure  # Agg canvas, no global backend state
     from matplotlib.ticker import NullFormatter
 
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    fig = Figure(figsize=(11, 4.5))
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.12, top=0.92, wspace=0.25)
     ax1, ax2 = fig.subplots(1, 2)
     k, eta0 = table["gamma_over_sigma"], grid["etas"][0]
     kk = np.geomspace(k.min(), k.max(), 100)
@@ -352,6 +356,8 @@ def plot_theory(table: dict[str, np.ndarray], grid: dict, path: str) -> None:
     ax1.loglog(k, table["ratio"], "o", color="C0", label=f"BN, batch statistics held (η={eta0:g})")
     ax1.loglog(k, table["ratio_batch_stats"], "s", mfc="none", ms=9, color="C1",
                label=f"BN, train-mode statistics (η={eta0:g})")
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20) if k.min() / 1.1 <= t <= k.max() * 1.1]
+    ax1.set_xticks(ticks, labels=[f"{t:g}" for t in ticks])
     ax1.xaxis.set_minor_formatter(NullFormatter())  # minor labels collide on log axes
     ax1.set_xlabel(r"$\gamma/\sigma$")
     ax1.set_ylabel("outlier margin growth per step: BN / no BN")

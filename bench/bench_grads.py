@@ -1,0 +1,139 @@
+"""Benchmark: per-sample gradient norms, torch.func vmap vs a per-example autograd loop.
+
+    python bench/bench_grads.py [--pool data/prepared/pool.npz] [--models data/models]
+                                [--arm batchnorm] [--loop-subset 200] [--big 60000]
+                                [--out bench/results/grads.md]
+
+Speed: the vmap path over the whole pool (cold = first call, including torch's one-off
+per-shape set-up, and warm = a second call) against a loop of one forward/backward per
+sample in eval mode, timed on the first `--loop-subset` samples and scaled linearly to the
+pool. Memory: peak RSS (getrusage ru_maxrss) of a fresh child process that computes all
+norms, for the real pool and for `--big` synthetic images (uniform random uint8 of the
+pool's shape, same preprocessing), next to the child's RSS just before computing (inputs,
+model and torch loaded), so the difference is what the gradient computation itself costs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bnmem.grads import grad_norms
+from bnmem.io import load_state
+from bnmem.pipeline import build, load_pool, tensors
+from bnmem.train import batch_order
+
+
+def load(pool_path: str, models: str, arm: str) -> tuple[torch.nn.Module, dict, dict]:
+    meta = json.loads((Path(models) / f"{arm}.json").read_text())
+    model = build(meta)
+    model.load_state_dict(load_state(Path(models) / f"{arm}.pt"))
+    return model, meta, load_pool(pool_path)
+
+
+def loop_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """The baseline: zero_grad / backward one sample at a time, eval mode."""
+    model.eval()
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = np.zeros(len(x))
+    for i in range(len(x)):
+        model.zero_grad()
+        F.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        out[i] = float(torch.sqrt(sum(p.grad.double().pow(2).sum() for p in params)))
+    return out
+
+
+def maxrss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def child(args: argparse.Namespace) -> None:
+    """One measurement in a fresh process: prints JSON {n, before_mib, peak_mib, seconds}."""
+    model, meta, pool = load(args.pool, args.models, args.arm)
+    x, y = tensors(pool, meta["dataset"])
+    if args.n != len(y):  # synthetic images of the pool's shape, labels uniform
+        rng = np.random.default_rng([0, args.n])
+        raw = rng.integers(0, 256, (args.n, *pool["x"].shape[1:]), dtype=np.uint8)
+        x, y = tensors({"x": raw, "y_train": rng.integers(0, meta["num_classes"], args.n)},
+                       meta["dataset"])
+        del raw
+    before = maxrss_mib()
+    batches = batch_order(args.n, 64, 1, 0)[0]
+    t0 = time.perf_counter()
+    grad_norms(model, x, y, args.definition, args.chunk_size, batches)
+    print(json.dumps({"n": args.n, "before_mib": before, "peak_mib": maxrss_mib(),
+                      "seconds": time.perf_counter() - t0}))
+
+
+def measure(args: argparse.Namespace, n: int, definition: str) -> dict:
+    cmd = [sys.executable, __file__, "--child", "--n", str(n), "--definition", definition,
+           "--pool", args.pool, "--models", args.models, "--arm", args.arm,
+           "--chunk-size", str(args.chunk_size)]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--pool", default="data/prepared/pool.npz")
+    p.add_argument("--models", default="data/models")
+    p.add_argument("--arm", default="batchnorm")
+    p.add_argument("--chunk-size", type=int, default=256)
+    p.add_argument("--loop-subset", type=int, default=200)
+    p.add_argument("--big", type=int, default=60000)
+    p.add_argument("--out", default=None, help="also write the markdown here")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--definition", default="eval", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(args)
+    model, meta, pool = load(args.pool, args.models, args.arm)
+    x, y = tensors(pool, meta["dataset"])
+    n, k = len(y), min(args.loop_subset, len(y))
+    times = []
+    for _ in range(2):  # cold, then warm
+        t0 = time.perf_counter()
+        res = grad_norms(model, x, y, "eval", args.chunk_size)
+        times.append(time.perf_counter() - t0)
+    loop_norms(model, x[:5], y[:5])  # warm-up
+    t0 = time.perf_counter()
+    ref = loop_norms(model, x[:k], y[:k])
+    t_loop = (time.perf_counter() - t0) * n / k
+    err = float(np.max(np.abs(res.norms[:k] - ref) / ref))
+    rows = [("eval", n), ("eval", args.big), ("batch", n)]
+    mem = [measure(args, m, d) for d, m in rows]
+    lines = [
+        f"# bench_grads: per-sample gradient norms ({meta['arch']}/{meta['norm']}, arm "
+        f"`{args.arm}`, {n} pool samples, chunk_size {args.chunk_size}, "
+        f"{torch.get_num_threads()} torch threads, CPU)", "",
+        "| path | seconds for the pool | samples / s | speed-up vs loop |",
+        "|---|---:|---:|---:|",
+        f"| per-example loop (timed on {k}, scaled x{n / k:g}) | {t_loop:.2f} | "
+        f"{n / t_loop:.0f} | 1.0x |",
+        f"| vmap(grad), cold (first call) | {times[0]:.2f} | {n / times[0]:.0f} | "
+        f"{t_loop / times[0]:.1f}x |",
+        f"| vmap(grad), warm | {times[1]:.2f} | {n / times[1]:.0f} | {t_loop / times[1]:.1f}x |",
+        "", f"Max relative difference vmap vs loop (float32, first {k}): {err:.1e}", "",
+        "| definition | samples | RSS before (MiB) | peak RSS (MiB) | grads cost (MiB) | "
+        "seconds (cold) | peak vs pool-size eval |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for (d, m), r in zip(rows, mem):
+        lines.append(f"| {d} | {m} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} | "
+                     f"{r['peak_mib'] - r['before_mib']:.0f} | {r['seconds']:.1f} | "
+                     f"{r['peak_mib'] / mem[0]['peak_mib']:.2f}x |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Figures for the report: one function per PNG, arms in consistent colours."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+COLOURS = {"none": "#1f77b4", "batchnorm": "#d62728", "batchnorm_reg": "#2ca02c",
+           "groupnorm": "#9467bd", "layernorm": "#ff7f0e"}
+KIND_NAMES = {0: "clean", 1: "flipped", 2: "ood"}
+
+
+def colour(arm: str) -> str:
+    return COLOURS.get(arm, "#7f7f7f")
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
+    plt.close(fig)
+    return path
+
+
+def roc_curves(roc: pd.DataFrame, metrics: dict, path: Path, attack: str = "lira_online") -> Path:
+    """Log-log ROC per subset (all, flipped, ood), one line per arm, chance line dashed."""
+    subsets = [s for s in ("all", "flipped", "ood") if s in set(roc["subset"])]
+    fig, axes = plt.subplots(1, len(subsets), figsize=(4.6 * len(subsets), 4.2), squeeze=False)
+    for ax, sub in zip(axes[0], subsets):
+        grid = np.logspace(-4, 0, 50)
+        ax.plot(grid, grid, "k--", lw=0.8, label="chance")
+        for arm, df in roc[(roc["attack"] == attack) & (roc["subset"] == sub)].groupby("arm", sort=False):
+            m = metrics.get(arm, {}).get(attack, {}).get(sub) or {}
+            label = f"{arm} AUC {m.get('auc', float('nan')):.3f}, TPR@1e-3 {m.get('tpr_at_fpr_1e-3', float('nan')):.3f}"
+            ax.plot(df["fpr"].clip(lower=1e-4), df["tpr"].clip(lower=1e-4), color=colour(arm), label=label)
+        ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05),
+               xlabel="false positive rate", ylabel="true positive rate",
+               title=f"{attack}: {sub} samples")
+        ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path)
+
+
+def memorization_curves(curves: dict[str, pd.DataFrame], path: Path) -> Path:
+    """flipped/ood memorization vs epoch, and vs clean train accuracy (matched utility)."""
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    for arm, df in curves.items():
+        c = colour(arm)
+        axes[0].plot(df["epoch"], df["flipped_mem_acc"], "-o", ms=3, color=c, label=f"{arm} flipped")
+        if df["ood_mem_acc"].notna().any():
+            axes[0].plot(df["epoch"], df["ood_mem_acc"], "--s", ms=3, color=c, label=f"{arm} ood")
+        axes[1].plot(df["clean_train_acc"], df["flipped_mem_acc"], "-o", ms=3, color=c, label=arm)
+        axes[2].plot(df["epoch"], df["test_acc"], "-o", ms=3, color=c, label=f"{arm} test")
+        axes[2].plot(df["epoch"], df["clean_train_acc"], ":", color=c, label=f"{arm} clean train")
+    axes[0].set(xlabel="epoch", ylabel="accuracy on the corrupted label",
+                title="memorization vs epoch", ylim=(-0.02, 1.02))
+    axes[1].set(xlabel="clean train accuracy", ylabel="flipped_mem_acc",
+                title="memorization at matched fit", ylim=(-0.02, 1.02))
+    axes[2].set(xlabel="epoch", ylabel="accuracy", title="utility", ylim=(0, 1.02))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def grad_norms(norms: dict[str, np.ndarray], kind: np.ndarray, path: Path) -> Path:
+    """Per-sample gradient norm distributions by kind, one panel per arm, log-x."""
+    arms = list(norms)
+    lo = max(min(float(np.min(v[v > 0])) for v in norms.values()), 1e-8)
+    hi = max(float(np.max(v)) for v in norms.values())
+    bins = np.logspace(np.log10(lo), np.log10(hi), 40)
+    fig, axes = plt.subplots(1, len(arms), figsize=(4.4 * len(arms), 3.8), squeeze=False,
+                             sharex=True)
+    for ax, arm in zip(axes[0], arms):
+        for k, name in KIND_NAMES.items():
+            v = norms[arm][kind == k]
+            if len(v):
+                ax.hist(v, bins=bins, density=True, histtype="step", lw=1.5,
+                        label=f"{name} (median {np.median(v):.3g})")
+        ax.set(xscale="log", xlabel="per-sample gradient norm (eval mode)", ylabel="density",
+               title=arm)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def gamma_sigma_layers(layers: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    """|gamma|/sigma per BN layer (box per layer, one panel per BN arm), line at 1."""
+    arms = [a for a in layers if layers[a]]
+    fig, axes = plt.subplots(1, max(len(arms), 1), figsize=(5 * max(len(arms), 1), 3.8),
+                             squeeze=False, sharey=True)
+    for ax, arm in zip(axes[0], arms):
+        names = list(layers[arm])
+        ax.boxplot([layers[arm][n] for n in names], showfliers=True)
+        ax.set_xticks(range(1, len(names) + 1), names, rotation=30, fontsize=7)
+        ax.axhline(1.0, color="k", ls="--", lw=0.8)
+        ax.set(yscale="log", ylabel="|gamma| / sigma (running)", title=arm)
+    if not arms:
+        axes[0][0].text(0.5, 0.5, "no BN arm", ha="center")
+    return _save(fig, path)
+
+
+def mem_vs_lira(points: dict[str, tuple[np.ndarray, np.ndarray]], kind: np.ndarray,
+                path: Path) -> Path:
+    """Memorization score vs mean LiRA score per sample, coloured by kind, one panel per arm."""
+    arms = list(points)
+    fig, axes = plt.subplots(1, len(arms), figsize=(4.4 * len(arms), 3.8), squeeze=False,
+                             sharey=True)
+    for ax, arm in zip(axes[0], arms):
+        mem, lira = points[arm]
+        for k, name in KIND_NAMES.items():
+            sel = kind == k
+            if sel.any():
+                ax.scatter(mem[sel], lira[sel], s=4 if k == 0 else 10, alpha=0.4 if k == 0 else 0.8,
+                           label=name)
+        ax.set(xlabel="memorization score (IN acc - OUT acc)",
+               ylabel="mean LiRA online score when IN", title=arm)
+        ax.legend(fontsize=7, markerscale=2)
+    return _save(fig, path)

@@ -1,0 +1,92 @@
+"""report: merge per-arm metrics, compute BN - none deltas with CIs, draw PNGs, write report.md."""
+import argparse
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bnmem import cli, plots
+from bnmem.config import load_config
+from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.data import preprocess
+from bnmem.io import load_json, load_npz, load_state, save_json
+from bnmem.pipeline import build
+from bnmem.report_md import render
+from bnmem.summary import matched_utility, median_ratio_ci, paired_acc_delta
+from bnmem.train import predict
+
+log = logging.getLogger("bnmem.report")
+
+
+def final_correct(models: Path, arm: str, x: torch.Tensor, y: np.ndarray) -> np.ndarray:
+    meta = load_json(models / f"{arm}.json")
+    model = build(meta)
+    model.load_state_dict(load_state(models / f"{arm}.pt"))
+    return predict(model, x).argmax(1).numpy() == y
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    for name in ("params", "pool", "models", "curves", "grads", "attack", "deltas", "scores",
+                 "roc", "theory", "out-train", "out-grads", "out-summary", "plots", "report"):
+        p.add_argument(f"--{name}", required=True)
+    args = p.parse_args()
+    cfg = load_config(args.params)
+    cli.setup()
+    arms, models, rng = list(cfg.arms), Path(args.models), np.random.default_rng([cfg.seed, 0x5E9])
+    n_boot = cfg.attack.bootstrap
+    pool = load_npz(args.pool, ("x", "y_train", "kind"))
+    kind, x = pool["kind"], preprocess(pool["x"], cfg.dataset)
+    metas = {a: load_json(models / f"{a}.json") for a in arms}
+    train = {a: metas[a]["metrics"] for a in arms}
+    curves = {a: pd.read_csv(Path(args.curves) / f"{a}.csv") for a in arms}
+    grads = {a: load_json(Path(args.grads) / f"{a}.json") for a in arms}
+    norms = {a: load_npz(Path(args.grads) / f"{a}.npz", ("norms",))["norms"] for a in arms}
+    attack, deltas = load_json(args.attack), load_json(args.deltas)
+    theory = load_json(args.theory)
+    correct = {a: final_correct(models, a, x, pool["y_train"]) for a in arms}
+
+    summary: dict = {"equal_epoch": train, "matched_utility": matched_utility(curves)}
+    pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
+    if "batchnorm_reg" in arms and "batchnorm" in arms:
+        pairs.append(("batchnorm_reg", "batchnorm"))
+    for a, b in pairs:
+        d = {key: paired_acc_delta(correct[a], correct[b], kind == k, n_boot, rng)
+             for key, k in (("clean_train_acc", CLEAN), ("flipped_mem_acc", FLIPPED),
+                            ("ood_mem_acc", OOD))}
+        ra, rb = (median_ratio_ci(norms[arm], kind, FLIPPED, n_boot, rng) for arm in (a, b))
+        if ra and rb:
+            d["grad_ratio_flipped_clean_bn_over_none"] = {
+                "value": ra["value"] / rb["value"], "lo": ra["lo"] / rb["hi"], "hi": ra["hi"] / rb["lo"]}
+        for attack_name, subsets in (deltas.get(a, {}) if b == "none" else {}).items():
+            for subset, row in subsets.items():
+                d[f"auc_{attack_name}_{subset}"] = row
+        summary[f"delta_{a}_minus_{b}"] = d
+    bn_layers = {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms}
+    shares = [np.mean(np.concatenate([r for r in bn_layers[a].values()]) > 1)
+              for a in ("batchnorm",) if bn_layers.get(a)]
+    summary["gamma_sigma_share_above_1"] = float(shares[0]) if shares else None
+
+    out = Path(args.plots)
+    scores = {a: load_npz(Path(args.scores) / f"{a}.npz", ("lira_online", "keep", "mem_score")) for a in arms}
+    lira_in = {a: (s["mem_score"], np.nanmean(np.where(s["keep"], s["lira_online"], np.nan), axis=0))
+               for a, s in scores.items()}
+    figures = {
+        "roc": plots.roc_curves(pd.read_csv(args.roc), attack, out / "roc.png"),
+        "memorization": plots.memorization_curves(curves, out / "memorization.png"),
+        "grad_norms": plots.grad_norms(norms, kind, out / "grad_norms.png"),
+        "gamma_sigma": plots.gamma_sigma_layers(bn_layers, out / "gamma_sigma.png"),
+        "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, out / "mem_vs_lira.png"),
+    }
+    save_json(args.out_train, {a: {**train[a], "gamma_sigma": {
+        k: {kk: vv for kk, vv in v.items() if kk != "ratio"} for k, v in metas[a].get("gamma_sigma", {}).items()}}
+        for a in arms})
+    save_json(args.out_grads, grads)
+    save_json(args.out_summary, summary)
+    render(Path(args.report), cfg, summary, train, grads, attack, theory, figures, kind)
+
+
+if __name__ == "__main__":
+    cli.run(main, "report")

@@ -1,0 +1,106 @@
+"""Bad input through the real stage CLIs: one line naming the key or file, exit status 2,
+nothing already computed touched. Also: no unpickling of anything read from disk."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT, run_stage
+
+BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def params_with(tmp_path: Path, **over) -> Path:
+    raw = dict(BASE)
+    for key, value in over.items():
+        if "." in key:
+            section, sub = key.split(".")
+            raw[section] = {**raw[section], sub: value}
+        else:
+            raw[key] = value
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+BAD_PARAMS = [
+    ({"noise_rate": 1.5}, "noise_rate: 1.5 is invalid; valid: a number in [0, 1)"),
+    ({"noise_rate": 0.6, "ood_rate": 0.5}, "noise_rate + ood_rate: 1.1 is invalid"),
+    ({"dataset": "imagenet"}, "dataset: 'imagenet' is invalid"),
+    ({"arch": "vgg"}, "arch: 'vgg' is invalid"),
+    ({"arms": ["none", "weightnorm"]}, "arms: 'weightnorm' is invalid"),
+    ({"noise_rat": 0.1}, "noise_rat: unknown key"),
+    ({"train.epochs": "ten"}, "train.epochs: expected an integer, got 'ten'"),
+    ({"train.epochs": 0}, "train.epochs: 0 is invalid; valid: an integer > 0"),
+    ({"train.lr": 0}, "train.lr: 0.0 is invalid; valid: a number > 0"),
+    ({"shadow.n_models": 7}, "shadow.n_models: 7 is invalid; valid: an even integer >= 4"),
+    ({"shadow.shards": 3, "shadow.shard_ids": [0, 1, 2]}, "shadow.shards: 3 is invalid"),
+    ({"dataset": "mnist", "pool_size": 4500}, "pool_size: 4500 is larger than the dataset's 4000"),
+    ({"dataset": "mnist", "data.root": "/nonexistent"}, "/nonexistent/MNIST/raw: train-images"),
+    ({"dataset": "cifar10"}, "cifar10: needs data.root"),
+]
+
+
+@pytest.mark.parametrize("over, message", BAD_PARAMS, ids=[m.split(":")[0] for _, m in BAD_PARAMS])
+def test_bad_params_one_line(tmp_path, over, message):
+    pool = tmp_path / "pool.npz"
+    pool.write_bytes(b"precious")  # an earlier output: must survive the failed run
+    res = run_stage("prepare.py", "--params", str(params_with(tmp_path, **over)),
+                    "--pool", str(pool), "--test", str(tmp_path / "test.npz"))
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], res.stderr
+    assert pool.read_bytes() == b"precious" and not (tmp_path / "test.npz").exists()
+
+
+def test_missing_params_file(tmp_path):
+    res = run_stage("configure.py", "--params", str(tmp_path / "nope.yaml"), "--out", str(tmp_path))
+    assert res.returncode == 2 and "nope.yaml: params file not found" in res.stderr
+
+
+def _train_args(tmp_path, pool):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({**BASE, "arms": ["none"]}))
+    return ["--recipe", str(recipe), "--pool", str(pool), "--test", str(pool),
+            "--model", str(tmp_path / "m.pt"), "--checkpoints", str(tmp_path / "ck"),
+            "--curves", str(tmp_path / "c.csv")]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "file not found"),
+    (b"PK\x03\x04truncated", "not a readable .npz"),
+    ("foreign", "missing arrays"),
+])
+def test_bad_npz_input(tmp_path, content, message):
+    pool = tmp_path / "pool.npz"
+    if content == "foreign":
+        np.savez(pool, something=np.zeros(3))
+    elif content is not None:
+        pool.write_bytes(content)
+    res = run_stage("train.py", *_train_args(tmp_path, pool))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(pool) in lines[0] and message in lines[0], res.stderr
+
+
+def test_truncated_npz_written_by_numpy(tmp_path):
+    pool = tmp_path / "pool.npz"
+    np.savez(pool, x=np.zeros((10, 1, 28, 28), np.uint8), y_train=np.zeros(10, np.int64),
+             y_clean=np.zeros(10, np.int64), kind=np.zeros(10, np.int8))
+    pool.write_bytes(pool.read_bytes()[:300])
+    res = run_stage("train.py", *_train_args(tmp_path, pool))
+    assert res.returncode == 2 and "not a readable .npz" in res.stderr
+
+
+def test_package_never_unpickles():
+    """No pickle/eval/exec on disk data: np.load always with allow_pickle=False, torch.load
+    always with weights_only=True."""
+    for path in list((ROOT / "src").rglob("*.py")) + list((ROOT / "stages").glob("*.py")):
+        text = path.read_text()
+        assert not re.search(r"\bimport pickle\b|pickle\.load|(?<![.\w])eval\(|(?<![.\w])exec\(", text), path
+        for call in re.findall(r"np\.load\([^)]*\)", text):
+            assert "allow_pickle=False" in call, (path, call)
+        for call in re.findall(r"torch\.load\([^)]*\)", text):
+            assert "weights_only=True" in call, (path, call)

@@ -1,0 +1,221 @@
+"""Per-sample gradient norms: vmap vs a per-example autograd loop, batch-coupled rows vs the
+batch gradient, chunking, and the grads stage end to end."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+
+from bnmem.config import config_from_dict
+from bnmem.data import preprocess
+from bnmem.grads import (batch_grads, grad_norms, has_batchnorm, histogram, layer_groups,
+                         per_sample_grads, summarize)
+from bnmem.models import make_model
+from bnmem.pipeline import build, model_meta
+from bnmem.train import batch_order
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHS = ("lenet", "resnet", "densenet")
+NORMS = ("none", "batchnorm", "groupnorm", "layernorm")
+RTOL = 1e-5
+
+
+def _model(arch: str, norm: str, seed: int = 0) -> torch.nn.Module:
+    """float64 model with non-trivial BN running stats and norm affine parameters."""
+    model = make_model(arch, norm, 10, 1, width=4, image_size=28, seed=seed).double()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g, dtype=torch.float64) * 0.3)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g, dtype=torch.float64) + 0.5)
+            if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm)):
+                m.weight.copy_(1 + 0.3 * torch.randn(m.weight.shape, generator=g, dtype=torch.float64))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g, dtype=torch.float64))
+    return model
+
+
+def _inputs(arch: str, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    size = 28 if arch == "lenet" else 8  # resnet / densenet pool adaptively: 8 px is enough
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, 1, size, size, generator=g, dtype=torch.float64),
+            torch.randint(0, 10, (n,), generator=g))
+
+
+def _loop_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """Reference: one eval-mode backward per sample; squared norms per layer [L, N]."""
+    model.eval()
+    groups = layer_groups(model)
+    params = dict(model.named_parameters())
+    out = np.zeros((len(groups), len(x)))
+    for i in range(len(x)):
+        model.zero_grad()
+        F.cross_entropy(model(x[i:i + 1]), y[i:i + 1]).backward()
+        for li, names in enumerate(groups.values()):
+            out[li, i] = sum(float(params[k].grad.pow(2).sum()) for k in names)
+    return out
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vmap_matches_loop(arch: str, norm: str) -> None:
+    model = _model(arch, norm)
+    x, y = _inputs(arch, 4)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    res = grad_norms(model, x, y, "eval", chunk_size=3)
+    ref = _loop_norms(model, x, y)
+    np.testing.assert_allclose(res.norms, np.sqrt(ref.sum(0)), rtol=RTOL)
+    np.testing.assert_allclose(res.layer_norms, np.sqrt(ref), rtol=RTOL, atol=1e-12)
+    np.testing.assert_allclose(np.sqrt((res.layer_norms ** 2).sum(0)), res.norms, rtol=1e-12)
+    assert res.layers == tuple(layer_groups(model))
+    for k, v in model.state_dict().items():  # weights and running stats untouched
+        assert torch.equal(v, state[k]), k
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batch_rows_sum_to_batch_gradient(arch: str) -> None:
+    model = _model(arch, "batchnorm")
+    x, y = _inputs(arch, 5)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.eval()
+    rows = batch_grads(model, x, y)
+    assert not model.training  # the caller's flag is restored
+    for k, v in model.state_dict().items():  # running stats not updated
+        assert torch.equal(v, state[k]), k
+    model.train()
+    params = dict(model.named_parameters())
+    losses = F.cross_entropy(model(x), y, reduction="none")  # one pass, shared batch stats
+    full = torch.autograd.grad(losses.mean(), list(params.values()), retain_graph=True)
+    for (k, p), g in zip(params.items(), full):
+        torch.testing.assert_close(rows[k].sum(0) / len(x), g, rtol=RTOL, atol=1e-10)
+    # Each row is grad l_i through the shared statistics (checked on the first two).
+    for i in range(2):
+        gi = torch.autograd.grad(losses[i], list(params.values()), retain_graph=True)
+        for (k, _), g in zip(params.items(), gi):
+            torch.testing.assert_close(rows[k][i], g, rtol=RTOL, atol=1e-10)
+
+
+@pytest.mark.parametrize("norm", ("none", "groupnorm", "layernorm"))
+def test_batch_equals_eval_without_bn(norm: str) -> None:
+    model = _model("lenet", norm)
+    x, y = _inputs("lenet", 6)
+    rows, per = batch_grads(model, x, y), per_sample_grads(model, x, y)
+    for k in per:
+        torch.testing.assert_close(rows[k], per[k], rtol=1e-10, atol=1e-12)
+    batches = batch_order(len(y), 3, 1, seed=0)[0]
+    np.testing.assert_array_equal(grad_norms(model, x, y, "batch", batches=batches).norms,
+                                  grad_norms(model, x, y, "eval").norms)
+
+
+def test_batch_differs_for_bn_and_never_single_sample() -> None:
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 6)
+    batches = batch_order(len(y), 3, 1, seed=0)[0]
+    assert not np.allclose(grad_norms(model, x, y, "batch", batches=batches).norms,
+                           grad_norms(model, x, y, "eval").norms)
+    with pytest.raises(ValueError, match="single-sample"):
+        batch_grads(model, x[:1], y[:1])
+    with pytest.raises(ValueError, match="exactly once"):
+        grad_norms(model, x, y, "batch", batches=[np.arange(3), np.arange(3)])
+
+
+@pytest.mark.parametrize("definition", ("eval", "batch"))
+def test_chunking_invariant(definition: str) -> None:
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 10)
+    batches = batch_order(len(y), 5, 1, seed=3)[0]
+    one = grad_norms(model, x, y, definition, chunk_size=100, batches=batches)
+    many = grad_norms(model, x, y, definition, chunk_size=3, batches=batches)
+    np.testing.assert_allclose(many.norms, one.norms, rtol=1e-12)
+    np.testing.assert_allclose(many.layer_norms, one.layer_norms, rtol=1e-12, atol=1e-15)
+
+
+def test_summarize_and_histogram() -> None:
+    norms = np.array([1.0, 2.0, 3.0, 10.0, 20.0, 0.0])
+    kind = np.array([0, 0, 0, 1, 1, 0], dtype=np.int8)
+    m = summarize(norms, kind, "_early")
+    assert m["median_norm_clean_early"] == 1.5 and m["median_norm_flipped_early"] == 15.0
+    assert m["ratio_flipped_clean_early"] == 10.0 and m["auroc_corrupted_vs_clean_early"] == 1.0
+    assert m["median_norm_ood_early"] is None and m["ratio_ood_clean_early"] is None
+    assert not any("." in k for k in m)
+    h = histogram(norms, kind, bins=5)
+    assert set(h["kind"]) == {"clean", "flipped"}
+    assert h["count"][h["kind"] == "clean"].sum() == 4  # the zero lands in the first bin
+    assert np.allclose(h["bin_right"][:4], h["bin_left"][1:5])
+
+
+def _tiny_arm(tmp_path: Path, arm: str) -> dict:
+    n = 24
+    rng = np.random.default_rng(0)
+    kind = np.zeros(n, dtype=np.int8)
+    kind[:3], kind[3:5] = 1, 2
+    pool = tmp_path / "pool.npz"
+    np.savez(pool, x=rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
+             y_train=rng.integers(0, 10, n), y_clean=rng.integers(0, 10, n), kind=kind)
+    raw = {"arms": [arm], "pool_size": n, "train": {"epochs": 2, "batch_size": 8,
+                                                    "checkpoints": [1], "device": "cpu"},
+           "grads": {"chunk_size": 10}}
+    cfg = config_from_dict(raw)
+    recipe = tmp_path / f"{arm}.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    meta = model_meta(cfg, arm, 1, 28) | {"checkpoints": [1, 2]}
+    (tmp_path / "ckpt").mkdir()
+    torch.save(build(meta, seed=1).state_dict(), tmp_path / "ckpt" / "epoch_1.pt")
+    torch.save(build(meta, seed=2).state_dict(), tmp_path / f"{arm}.pt")
+    (tmp_path / f"{arm}.json").write_text(json.dumps(meta))
+    return {"--recipe": recipe, "--pool": pool, "--model": tmp_path / f"{arm}.pt",
+            "--checkpoints": tmp_path / "ckpt", "--out": tmp_path / "out" / f"{arm}.npz",
+            "--metrics": tmp_path / "out" / f"{arm}.json", "--hist": tmp_path / "out" / f"{arm}.csv"}
+
+
+def _run(paths: dict) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(ROOT / "stages" / "grads.py")]
+    for k, v in paths.items():
+        cmd += [k, str(v)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_stage_end_to_end(tmp_path: Path) -> None:
+    paths = _tiny_arm(tmp_path, "batchnorm")
+    proc = _run(paths)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(paths["--out"], allow_pickle=False) as z:
+        out = {k: z[k] for k in z.files}
+    assert out["norms"].dtype == np.float64 and out["norms"].shape == (24,)
+    assert out["norms_epoch"].shape == (2, 24) and list(out["epochs"]) == [1, 2]
+    np.testing.assert_array_equal(out["norms_epoch"][-1], out["norms"])
+    assert out["norms_batch"].shape == (24,) and out["norms_batch_epoch"].shape == (2, 24)
+    assert out["layer_norms"].shape == (len(out["layers"]), 24) and "norm1" in out["layers"]
+    assert str(out["definition"]) == "eval" and bool(out["batch_coupled"])
+    # The final row is the --model weights under the eval definition.
+    meta = json.loads(Path(paths["--model"]).with_suffix(".json").read_text())
+    model = build(meta)
+    model.load_state_dict(torch.load(paths["--model"], weights_only=True))
+    assert has_batchnorm(model)
+    x = preprocess(np.load(paths["--pool"])["x"], "fashion_mnist")
+    y = torch.as_tensor(np.load(paths["--pool"])["y_train"])
+    np.testing.assert_allclose(grad_norms(model, x, y).norms, out["norms"], rtol=1e-5)
+    metrics = json.loads(paths["--metrics"].read_text())
+    for key in ("median_norm_clean", "median_norm_flipped", "median_norm_ood",
+                "ratio_flipped_clean", "auroc_corrupted_vs_clean", "median_norm_flipped_early",
+                "ratio_flipped_clean_batch", "auroc_corrupted_vs_clean_batch_early"):
+        assert isinstance(metrics[key], float), key
+    assert not any("." in k for k in metrics)
+    hist = pd.read_csv(paths["--hist"])
+    assert list(hist.columns) == ["kind", "bin_left", "bin_right", "count", "density"]
+    assert hist.groupby("kind")["count"].sum().to_dict() == {"clean": 19, "flipped": 3, "ood": 2}
+
+
+def test_stage_missing_checkpoint_is_one_line(tmp_path: Path) -> None:
+    paths = _tiny_arm(tmp_path, "none")
+    (tmp_path / "ckpt" / "epoch_1.pt").unlink()
+    proc = _run(paths)
+    assert proc.returncode == 2
+    assert "epoch_1.pt: file not found" in proc.stderr.strip().splitlines()[-1]
+    assert not paths["--out"].exists()

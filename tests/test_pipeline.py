@@ -1,0 +1,115 @@
+"""The real DVC pipeline end to end on tiny params, in a temporary git repository."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import ROOT
+
+TINY = {
+    "pool_size": 200,
+    "data": {"test_size": 60},
+    "train": {"epochs": 2, "batch_size": 32, "checkpoints": [1]},
+    "shadow": {"n_models": 4},
+    "attack": {"bootstrap": 20, "rmia_population": 40},
+    "grads": {"chunk_size": 64},
+}
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(base[k], v) if isinstance(v, dict) else v
+    return out
+
+
+def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A tiny copy of the project with `dvc repro` already run and committed."""
+    work = tmp_path_factory.mktemp("repo")
+    for name in ("dvc.yaml", "stages", "src"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    shutil.rmtree(work / "src" / "bnmem.egg-info", ignore_errors=True)
+    params = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY)
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (work / ".gitignore").write_text("__pycache__/\n")
+    sh(work, "git", "init", "-q")
+    sh(work, "dvc", "init", "-q")
+    sh(work, "dvc", "config", "core.autostage", "true")
+    sh(work, "dvc", "repro")
+    sh(work, "git", "add", "-A")
+    sh(work, "git", "commit", "-qm", "tiny run")
+    return work
+
+
+@pytest.mark.slow
+def test_repro_writes_contract_outputs(repo):
+    pool = np.load(repo / "data/prepared/pool.npz", allow_pickle=False)
+    assert pool["x"].dtype == np.uint8 and pool["x"].shape == (200, 1, 28, 28)
+    assert (pool["kind"] == 1).sum() == 10 and (pool["kind"] == 2).sum() == 2
+    shard = np.load(repo / "data/shadow/batchnorm/shard_0.npz", allow_pickle=False)
+    assert shard["logits"].shape == (4, 200, 2, 10) and shard["logits"].dtype == np.float32
+    assert np.all(shard["keep"].sum(0) == 2)
+    attack = json.loads((repo / "metrics/attack.json").read_text())
+    for arm in ("none", "batchnorm", "batchnorm_reg"):
+        for name in ("lira_online", "lira_offline", "lira_online_fixed", "lira_offline_fixed"):
+            m = attack[arm][name]["all"]
+            assert 0 <= m["auc"] <= 1 and {"balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2"} <= set(m)
+    train = json.loads((repo / "metrics/train.json").read_text())
+    assert {"test_acc", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc"} <= set(train["none"])
+    grads = json.loads((repo / "metrics/grads.json").read_text())
+    assert grads["batchnorm"]["median_norm_flipped"] > 0
+    for f in ("metrics/summary.json", "metrics/theory.json", "report.md"):
+        assert (repo / f).is_file()
+    report = (repo / "report.md").read_text()
+    links = [line.split("](")[1].rstrip(")") for line in report.splitlines() if line.startswith("![")]
+    assert len(links) >= 5
+    for link in links:
+        png = (repo / link).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, link
+    status = sh(repo, "dvc", "status").stdout
+    assert "up to date" in status, status
+
+
+@pytest.mark.slow
+def test_exp_run_set_param_and_metrics_diff(repo):
+    sh(repo, "dvc", "exp", "run", "-S", "noise_rate=0.01")
+    shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
+    text = json.dumps(shown)
+    assert "noise_rate" in text and "flipped_mem_acc" in text
+    diff = sh(repo, "dvc", "metrics", "diff", "--json").stdout
+    assert "flipped_mem_acc" in diff or "auc" in diff, diff
+    pool = np.load(repo / "data/prepared/pool.npz", allow_pickle=False)
+    assert (pool["kind"] == 1).sum() == 2  # round(0.01 * 200)
+
+
+@pytest.mark.slow
+def test_reg_strength_reruns_only_the_reg_arm(repo):
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["reg_strength"] = 0.37
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        sh(repo, "dvc", "repro", "configure")
+        dry = sh(repo, "dvc", "repro", "--dry").stdout
+        ran = {l.split("'")[1] for l in dry.splitlines() if l.startswith("Running stage")}
+        assert "train@batchnorm_reg" in ran and "shadow@batchnorm_reg-0" in ran
+        assert not {s for s in ran if s.endswith("@none") or s.endswith("@batchnorm")
+                    or s.endswith("@none-0") or s.endswith("@batchnorm-0")}, ran
+    finally:
+        sh(repo, "git", "checkout", "-q", "params.yaml")
+        sh(repo, "dvc", "checkout", "-q")
