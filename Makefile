@@ -39,7 +39,11 @@ bench: setup
 	python bench/run_all.py
 
 check-repro: setup
-	python bench/check_repro.py
+	python tools/check_repro.py
 
 clean-venv:
 	rm -rf $(VENV)
+
+sweep: setup
+	python tools/sweep.py reg_strength 0 0.01 0.1 1 --out plots/sweep_reg
+	python tools/sweep.py noise_rate 0 0.01 0.05 --out plots/sweep_noise

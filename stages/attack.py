@@ -47,7 +47,8 @@ def main() -> None:
                  model_ids=sig.model_ids, mem_score=mem, n_in=n_in, n_out=n_out)
         metrics[arm], resamples[arm] = {}, {}
         for name, s in scores.items():
-            metrics[arm][name], resamples[arm][name], curves = evaluate(s, sig.keep, pool["kind"], boot)
+            met, res, curves = evaluate(s, sig.keep, pool["kind"], boot)
+            metrics[arm][name], resamples[arm][name] = met, res
             rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
                                    "tpr": tpr}) for sub, tpr in curves.items()]
         log.info("%s: AUC lira_online %s", arm, {k: v["auc"] and round(v["auc"], 4)

@@ -171,7 +171,8 @@ def _remove_one(st: _SetStats, t: int | None) -> tuple[np.ndarray, np.ndarray, n
     if t is None:
         return st.median, st.ss, st.n
     member, r = st.mask[t], st.rank[t]
-    dropped = np.where(r <= st.cut[0], st.drop[0], np.where(r <= st.cut[1], st.drop[1], st.drop[2]))
+    a, b = st.cut
+    dropped = np.where(r <= a, st.drop[0], np.where(r <= b, st.drop[1], st.drop[2]))
     med = np.where(member, dropped, st.median)
     # Welford removal: ss' = ss - d^2 n / (n - 1), d = phi_t - old mean. It cancels when
     # t was an outlier holding most of ss; those few samples are summed afresh.
@@ -275,7 +276,8 @@ def loo_lira(phi: np.ndarray, keep: np.ndarray, one_sided: bool = True) -> dict[
 
 # ---------------------------------------------------------------- memorization
 
-def memorization(correct: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def memorization(correct: np.ndarray,
+                 keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Feldman-Zhang score [N]: accuracy over IN models minus over OUT models (all models,
     not leave-one-out), with the IN and OUT model counts; nan where a count is 0."""
     n_in, n_out = keep.sum(0), (~keep).sum(0)

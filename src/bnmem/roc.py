@@ -145,7 +145,7 @@ def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
                 rb = resamples[base][attack].get(subset)
                 row = {}
                 for key in CI_KEYS:
-                    ok = m[key] is not None and b[key] is not None and ra is not None and rb is not None
+                    ok = None not in (m[key], b[key], ra, rb)
                     lo, hi = _ci(ra[key] - rb[key]) if ok else (None, None)
                     row[key] = m[key] - b[key] if ok else None
                     row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi

@@ -1,0 +1,99 @@
+"""Shadow shards: balanced keep masks, per-model seeds, and resume after SIGKILL."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from bnmem.shadow import augment, keep_matrix, model_seeds, shard_ids
+from conftest import ROOT, run_stage
+
+
+@pytest.mark.parametrize("n_models, n", [(4, 10), (16, 2001), (8, 7), (64, 1000)])
+def test_keep_matrix_balanced(n_models, n):
+    keep = keep_matrix(n_models, n, seed=3)
+    assert keep.shape == (n_models, n) and keep.dtype == bool
+    assert np.all(keep.sum(0) == n_models // 2)          # every sample IN for exactly half
+    assert set(keep.sum(1)) <= {n // 2, n - n // 2}        # every model trains on half
+    assert len({row.tobytes() for row in keep}) == n_models
+    np.testing.assert_array_equal(keep, keep_matrix(n_models, n, seed=3))
+
+
+def test_shards_partition_ids_and_seeds_differ():
+    ids = np.concatenate([shard_ids(16, 4, k) for k in range(4)])
+    np.testing.assert_array_equal(ids, np.arange(16))
+    assert len({model_seeds(0, j) for j in range(16)}) == 16
+
+
+def test_augment_views():
+    x = torch.arange(2 * 1 * 4 * 4, dtype=torch.float32).view(2, 1, 4, 4)
+    torch.testing.assert_close(augment(x, "hflip"), x.flip(-1))
+    shifted = augment(x, "shift_1_0")
+    torch.testing.assert_close(shifted[..., 1:], x[..., :-1])
+    assert torch.all(shifted[..., 0] == 0)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shadow")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params.update(pool_size=120, arms=["batchnorm"])
+    params["data"]["test_size"] = 20
+    params["train"].update(epochs=3, batch_size=16, checkpoints=[1])
+    params["shadow"]["n_models"] = 6
+    (d / "params.yaml").write_text(yaml.safe_dump(params))
+    recipe = dict(params)
+    (d / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    res = run_stage("prepare.py", "--params", str(d / "params.yaml"), "--pool", str(d / "pool.npz"),
+                    "--test", str(d / "test.npz"))
+    assert res.returncode == 0, res.stderr
+    return d
+
+
+def shadow_cmd(d, out):
+    return [sys.executable, str(ROOT / "stages/shadow.py"), "--recipe", str(d / "recipe.yaml"),
+            "--pool", str(d / "pool.npz"), "--shard", "0", "--out", str(out)]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_equals_uninterrupted(tiny):
+    t0 = time.perf_counter()
+    full = subprocess.run(shadow_cmd(tiny, tiny / "a.npz"), capture_output=True, text=True)
+    t_full = time.perf_counter() - t0
+    assert full.returncode == 0, full.stderr
+    parts = tiny / "b.partial"
+    proc = subprocess.Popen(shadow_cmd(tiny, tiny / "b.npz"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(parts.glob("model_*.npz"))) < 3:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the real thing: no cleanup, no atexit
+    proc.wait()
+    done = len(list(parts.glob("model_*.npz")))
+    assert 3 <= done < 6 and not (tiny / "b.npz").exists()
+    t0 = time.perf_counter()
+    resumed = subprocess.run(shadow_cmd(tiny, tiny / "b.npz"), capture_output=True, text=True)
+    t_resume = time.perf_counter() - t0
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr.count("resumed from") == done
+    a, b = (np.load(tiny / f, allow_pickle=False) for f in ("a.npz", "b.npz"))
+    for key in ("logits", "keep", "model_ids"):
+        np.testing.assert_array_equal(a[key], b[key])
+    assert not parts.exists()
+    print(f"\nshadow shard: uninterrupted {t_full:.1f} s, resume after kill at {done}/6 "
+          f"models {t_resume:.1f} s")
+
+
+def test_stale_parts_are_not_reused(tiny):
+    """A part stamped by another recipe (e.g. other seed) is retrained, not reused."""
+    from bnmem.shadow import fingerprint, load_part, save_part
+    path = tiny / "stale" / "model_0.npz"
+    save_part(path, np.ones((3, 2, 10), np.float32), fingerprint("other recipe", "0"))
+    assert load_part(path, fingerprint("this recipe", "0")) is None
+    path.write_bytes(b"garbage")
+    assert load_part(path, fingerprint("other recipe", "0")) is None
