@@ -63,8 +63,10 @@ def _layer_sq(grads: dict[str, torch.Tensor], groups: dict[str, list[str]]) -> t
     """Per-sample gradients {param: [n, *shape]} -> squared norms per layer, float64 [L, n]."""
     rows = []
     for names in groups.values():
-        rows.append(sum(torch.linalg.vector_norm(grads[k].flatten(1), dim=1, dtype=torch.float64)
-                        .pow(2) for k in names))
+        # Norm in the gradients' own dtype (an upcast would copy chunk x n_params floats),
+        # then squared and summed across tensors in float64.
+        rows.append(sum(torch.linalg.vector_norm(grads[k].flatten(1), dim=1).double().pow(2)
+                        for k in names))
     return torch.stack(rows)
 
 

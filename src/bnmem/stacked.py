@@ -136,9 +136,11 @@ class StackedLeNet:
         p, k = self.params, self.k
 
         def conv(name: str, h: torch.Tensor, **kw) -> torch.Tensor:
-            w = p[f"{name}.weight"]
-            return F.conv2d(h, w.reshape(-1, *w.shape[2:]), p[f"{name}.bias"].reshape(-1),
-                            groups=k, **kw)
+            # channels-last weights make oneDNN keep activations channels-last even when
+            # K*C_in == 1 (where the input's layout is ambiguous)
+            w = p[f"{name}.weight"].reshape(-1, *p[f"{name}.weight"].shape[2:])
+            return F.conv2d(h, w.contiguous(memory_format=torch.channels_last),
+                            p[f"{name}.bias"].reshape(-1), groups=k, **kw)
 
         def linear(name: str, h: torch.Tensor) -> torch.Tensor:
             return torch.baddbmm(p[f"{name}.bias"][:, None], h, p[f"{name}.weight"].transpose(1, 2))
@@ -187,7 +189,9 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
     idx, w = _plan([len(s) for s in subsets], cfg, order_seeds)
     # Map subset positions to pool rows once: gidx[e, s, k, b] indexes x_hwc / y directly.
     gidx = torch.as_tensor(np.stack([subsets[j][idx[:, :, j]] for j in range(k)], axis=2))
-    gidx, full = gidx.to(device), (w == 1).all(axis=(2, 3))  # full: no padding at that step
+    width = w.sum(-1).max(-1)  # [epochs, steps]: largest batch of the step
+    full = w.sum(-1).min(-1) == width  # no padding needed at that step
+    gidx = gidx.to(device)
     w_t, n_k = torch.as_tensor(w).to(device), torch.tensor([len(s) for s in subsets], device=device)
     opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                           weight_decay=cfg.weight_decay)
@@ -201,10 +205,11 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
             lr = lr_at(cfg, step, total)
             for group in opt.param_groups:
                 group["lr"] = lr
-            gi, wk = gidx[epoch, s], w_t[epoch, s]  # (K, Bmax)
-            bmax = gi.shape[1]
+            bmax = int(width[epoch, s])  # this step's largest batch; pad only up to it
+            gi, wk = gidx[epoch, s, :, :bmax], w_t[epoch, s, :, :bmax]  # (K, bmax)
             xb = x_hwc[gi.reshape(-1)].view(k, bmax, *x_hwc.shape[1:3], c_in)
-            xb = xb.permute(1, 2, 3, 0, 4).reshape(bmax, *x_hwc.shape[1:3], k * c_in)
+            # .contiguous(): with C == 1 reshape alone would return a strided view
+            xb = xb.permute(1, 2, 3, 0, 4).contiguous().view(bmax, *x_hwc.shape[1:3], k * c_in)
             xb = xb.permute(0, 3, 1, 2)  # channels-last (B, K*C, H, W)
             yb = y[gi]
             cnt = wk.sum(1)  # (K,)

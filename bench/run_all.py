@@ -1,0 +1,46 @@
+"""Run every benchmark in bench/ and assemble BENCHMARKS.md from bench/results/*.md.
+
+    python bench/run_all.py            # all
+    python bench/run_all.py attack     # only bench_attack.py (others keep their last results)
+"""
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+ORDER = ["train", "grads", "attack", "pipeline"]
+
+
+def machine() -> str:
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    return (f"{os.cpu_count()} cores ({cpu}), torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, python {platform.python_version()}")
+
+
+def main() -> None:
+    only = sys.argv[1:]
+    (HERE / "results").mkdir(exist_ok=True)
+    for name in ORDER:
+        script = HERE / f"bench_{name}.py"
+        if script.exists() and (not only or name in only):
+            print(f"== {script.name}", flush=True)
+            subprocess.run([sys.executable, str(script)], check=True)
+    parts = ["# Benchmarks", "",
+             f"Assembled {datetime.date.today()} by `make bench` (`python bench/run_all.py`). "
+             f"Machine: {machine()}. Each section names its own command; every figure is a "
+             "ratio against a baseline measured in the same run, plus the absolute numbers.", ""]
+    for name in ORDER:
+        res = HERE / "results" / f"{name}.md"
+        if res.exists():
+            parts += [res.read_text().strip(), "", f"*Command: `python bench/bench_{name}.py`*", ""]
+    (HERE.parent / "BENCHMARKS.md").write_text("\n".join(parts) + "\n")
+
+
+if __name__ == "__main__":
+    main()
