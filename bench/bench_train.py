@@ -1,13 +1,16 @@
 """Shadow-model training throughput: plain per-model loop (pipeline.fit) vs train_stack.
 
 Usage: python bench/bench_train.py [--pool data/prepared/pool.npz] [--epochs 2]
-           [--models 16] [--out bench/results/train.md]
+           [--repeats 2] [--arms none batchnorm batchnorm_reg] [--out bench/results/train.md]
 
-LeNet, default shadow recipe (batch 64, SGD momentum, cosine), 1000-sample subsets from
-the balanced keep matrix. Figures are samples/s per model (models x samples x epochs /
-wall seconds), best of `--repeats` interleaved runs (the 2 cores are shared, so the best
-run is the least disturbed one); CPU seconds are given too. Every ratio is against the
-plain loop at torch's default threads, measured in the same run.
+LeNet, default shadow recipe (batch 64, SGD momentum 0.9, wd 5e-4, cosine) on the
+1000-sample subsets of the balanced keep matrix (16 models). Every setup runs in a fresh
+spawned process (own thread setting and allocator state). Figures: samples/s per model =
+models x subset size x epochs / wall seconds, best of `--repeats` interleaved rounds (the
+2 cores are shared with other jobs, so the best round is the least disturbed), and
+samples per CPU-second (robust to that sharing for single-thread setups). Ratios are
+against the plain loop at torch's default threads (what the shadow stage runs today),
+measured in the same run.
 """
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ import dataclasses
 import multiprocessing as mp
 import os
 import resource
-import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +35,19 @@ from bnmem.shadow import keep_matrix, model_seeds
 from bnmem.stacked import train_stack
 
 ARMS = ("none", "batchnorm", "batchnorm_reg")
+N_MODELS = 16
+
+
+def load_data(pool: str) -> tuple[torch.Tensor, torch.Tensor, str]:
+    if Path(pool).is_file():
+        return *tensors(load_pool(pool), "fashion_mnist"), pool
+    rng = np.random.default_rng(0)  # random images in the real format
+    x = preprocess(rng.integers(0, 256, (2000, 1, 28, 28), dtype=np.uint8), "fashion_mnist")
+    return x, torch.as_tensor(rng.integers(0, 10, 2000)), "random uint8 images"
 
 
 def sgemm_peak(threads: int, n: int = 2048, reps: int = 5) -> float:
-    """Best-of-`reps` GFLOP/s of a float32 n x n matmul at `threads` threads."""
+    """Best-of-`reps` GFLOP/s of a float32 n x n matmul."""
     torch.set_num_threads(threads)
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
@@ -47,119 +59,136 @@ def sgemm_peak(threads: int, n: int = 2048, reps: int = 5) -> float:
     return best
 
 
-def flops_per_sample(arch: str, arm: str, batch: int = 64) -> float:
-    """Forward + backward FLOPs per sample of one training step (FlopCounterMode)."""
-    cfg = Config(arch=arch, arms=(arm,))
-    model = build(model_meta(cfg, arm, 1, 28), seed=0)
+def flops_per_sample(arch: str, batch: int = 64) -> float:
+    """Forward + backward FLOPs per sample of one training step (batchnorm, 28 px)."""
+    model = build(model_meta(Config(arch=arch, arms=("batchnorm",)), "batchnorm", 1, 28), seed=0)
     x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
     with FlopCounterMode(display=False) as fc:
         F.cross_entropy(model(x), y).backward()
     return fc.get_total_flops() / batch
 
 
-def _job(args: tuple) -> tuple[float, float]:
-    """(wall, cpu) seconds of one training job in a fresh setting of `threads` threads."""
-    kind, threads, cfg, arm, x, y, keep, meta, seeds = args
+def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int],
+        workers: int = 1) -> tuple[float, float, float]:
+    """Train models `ids` of `arm` in this (fresh) process: wall s, CPU s, peak RSS MiB."""
     torch.set_num_threads(threads)
+    x, y, _ = load_data(pool)
+    cfg = Config(arms=(arm,), train=dataclasses.replace(Config().train, epochs=epochs,
+                                                         device="cpu"))
+    meta = model_meta(cfg, arm, 1, 28)
+    keep = keep_matrix(N_MODELS, len(y), 0)[ids]
+    seeds = [model_seeds(0, j) for j in ids]
+    fit(cfg, arm, x[:256], y[:256], meta, 0, 0)  # warm up kernels
     t, c = time.perf_counter(), time.process_time()
     if kind == "plain":
-        for j in range(len(keep)):
+        for j in range(len(ids)):
             m = torch.as_tensor(keep[j])
             fit(cfg, arm, x[m], y[m], meta, *seeds[j])
     else:
-        train_stack(cfg, arm, x, y, keep, meta, [s[0] for s in seeds], [s[1] for s in seeds])
-    return time.perf_counter() - t, time.process_time() - c
+        train_stack(cfg, arm, x, y, keep, meta, [s[0] for s in seeds], [s[1] for s in seeds],
+                    workers=workers)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _procs(pool: mp.pool.Pool, n_proc: int, cfg, arm, x, y, keep, meta, seeds) -> tuple[float, float]:
-    """Stacks split over `n_proc` processes of one thread each: wall and summed CPU."""
-    parts = np.array_split(np.arange(len(keep)), n_proc)
-    jobs = [("stack", 1, cfg, arm, x, y, keep[p], meta, [seeds[i] for i in p]) for p in parts]
-    t = time.perf_counter()
-    res = pool.map(_job, jobs)
-    return time.perf_counter() - t, sum(c for _, c in res)
+def in_fresh(n_proc: int, *jobs: tuple) -> tuple[float, float, float]:
+    """Run `jobs` concurrently, one fresh spawned process each: wall s, summed CPU s,
+    summed peak RSS MiB."""
+    with ProcessPoolExecutor(n_proc, mp_context=mp.get_context("spawn")) as ex:
+        futs = [ex.submit(job, *j) for j in jobs]
+        res = [f.result() for f in futs]
+    return max(r[0] for r in res), sum(r[1] for r in res), sum(r[2] for r in res)
+
+
+def profile_table(arm: str, pool: str, rows: int = 12) -> str:
+    """torch.profiler top ops of one epoch of a 16-model stack, 1 thread."""
+    from torch.profiler import profile
+    torch.set_num_threads(1)
+    x, y, _ = load_data(pool)
+    cfg = Config(arms=(arm,), train=dataclasses.replace(Config().train, epochs=1, device="cpu"))
+    meta = model_meta(cfg, arm, 1, 28)
+    keep, s = keep_matrix(N_MODELS, len(y), 0), list(range(N_MODELS))
+    train_stack(cfg, arm, x, y, keep[:, :400], meta, s, s)
+    with profile() as prof:
+        train_stack(cfg, arm, x, y, keep, meta, s, s)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--pool", default="data/prepared/pool.npz")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--models", type=int, default=16)
-    p.add_argument("--plain-models", type=int, default=4, help="models the plain loop trains")
+    p.add_argument("--plain-models", type=int, default=2, help="models the plain loop trains")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", nargs="+", default=list(ARMS))
     p.add_argument("--out", default="bench/results/train.md")
     args = p.parse_args()
-    default_threads = torch.get_num_threads()
-    if Path(args.pool).is_file():
-        x, y, src = *tensors(load_pool(args.pool), "fashion_mnist"), args.pool
-    else:  # random images in the real format
-        rng = np.random.default_rng(0)
-        x = preprocess(rng.integers(0, 256, (2000, 1, 28, 28), dtype=np.uint8), "fashion_mnist")
-        y, src = torch.as_tensor(rng.integers(0, 10, 2000)), "random uint8 images"
-    keep = keep_matrix(args.models, len(y), 0)
-    seeds = [model_seeds(0, j) for j in range(args.models)]
-    peaks = {t: sgemm_peak(t) for t in (1, default_threads)}
-    flops = {a: flops_per_sample(a, "batchnorm") for a in ("lenet", "resnet", "densenet")}
-    ctx = mp.get_context("spawn")
+    dt = torch.get_num_threads()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    src = load_data(args.pool)[2]
+    load0 = os.getloadavg()[0]
+    peaks = {t: sgemm_peak(t) for t in (1, dt)}
+    flops = {a: flops_per_sample(a) for a in ("lenet", "resnet", "densenet")}
+    allm, half = list(range(N_MODELS)), N_MODELS // 2
+    pm = list(range(args.plain_models))
     rows = []
-    with ctx.Pool(2) as workers:
-        for arm in args.arms:
-            cfg = Config(arms=(arm,), reg_strength=0.1 if arm != "batchnorm_reg" else 0.1,
-                         train=dataclasses.replace(Config().train, epochs=args.epochs, device="cpu"))
-            meta = model_meta(cfg, arm, 1, 28)
-            kp, sp = keep[:args.plain_models], seeds[:args.plain_models]
-            setups = {  # name -> (models trained, callable returning (wall, cpu))
-                f"plain loop, {default_threads} threads (baseline)":
-                    (len(kp), lambda: _job(("plain", default_threads, cfg, arm, x, y, kp, meta, sp))),
-                "plain loop, 1 thread":
-                    (len(kp), lambda: _job(("plain", 1, cfg, arm, x, y, kp, meta, sp))),
-                f"train_stack, {default_threads} threads":
-                    (len(keep), lambda: _job(("stack", default_threads, cfg, arm, x, y, keep, meta, seeds))),
-                "train_stack, 1 thread":
-                    (len(keep), lambda: _job(("stack", 1, cfg, arm, x, y, keep, meta, seeds))),
-                "train_stack, 2 processes x 1 thread":
-                    (len(keep), lambda: _procs(workers, 2, cfg, arm, x, y, keep, meta, seeds)),
-            }
-            _job(("stack", 1, cfg, arm, x, y, keep[:2, :300], meta, seeds[:2]))  # warm up
-            best = {name: (np.inf, np.inf) for name in setups}
-            for _ in range(args.repeats):
-                for name, (_, fn) in setups.items():
-                    wall, cpu = fn()
-                    best[name] = min(best[name], (wall, cpu))
-            n_samples = keep.sum(1).mean() * args.epochs
-            base = None
-            for name, (n_models, _) in setups.items():
-                wall, cpu = best[name]
-                sps = n_models * n_samples / wall
-                base = base or sps
-                gflops = sps * flops["lenet"] / 1e9
-                rows.append((arm, name, sps, sps / base, n_models * n_samples / cpu, gflops,
-                             100 * gflops / peaks[default_threads]))
-                print(f"{arm:14s} {name:40s} {sps:8.0f} samples/s  x{sps / base:.2f}", flush=True)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for arm in args.arms:
+        a = (arm, args.pool, args.epochs)
+        setups = {  # name -> (models, threads used, jobs for in_fresh)
+            f"plain loop, {dt} threads (baseline: shadow stage today)":
+                (len(pm), dt, [("plain", dt, *a, pm)]),
+            "plain loop, 1 thread": (len(pm), 1, [("plain", 1, *a, pm)]),
+            f"train_stack, 1 process x {dt} threads": (N_MODELS, dt, [("stack", dt, *a, allm)]),
+            "train_stack, 1 thread": (N_MODELS, 1, [("stack", 1, *a, allm)]),
+            f"train_stack, workers={dt} (threads of 1)":
+                (N_MODELS, dt, [("stack", 1, *a, allm, dt)]),
+            f"train_stack, {dt} processes x 1 thread":
+                (N_MODELS, dt, [("stack", 1, *a, allm[i::dt]) for i in range(dt)]),
+        }
+        best = {name: (np.inf, np.inf, np.inf) for name in setups}
+        for _ in range(args.repeats):
+            for name, (_, _, jobs) in setups.items():
+                best[name] = min(best[name], in_fresh(len(jobs), *jobs))
+        per_model = 1000 * args.epochs
+        base = None
+        for name, (n_models, threads, _) in setups.items():
+            wall, cpu, rss = best[name]
+            sps = n_models * per_model / wall
+            base = base or sps
+            gf = sps * flops["lenet"] / 1e9
+            rows.append((arm, name, sps, sps / base, n_models * per_model / cpu, gf,
+                         100 * gf / peaks[dt], rss))
+            print(f"{arm:14s} {name:52s} {sps:7.0f}/s  x{sps / base:5.2f}  "
+                  f"{n_models * per_model / cpu:6.0f}/CPU-s", flush=True)
+    table = profile_table("batchnorm", args.pool)
+    load1 = os.getloadavg()[0]
     lines = [
-        "# Shadow training throughput (bench/bench_train.py)",
-        "",
-        f"LeNet, {args.models} models on {int(keep.sum(1).mean())}-sample subsets of {src}, "
-        f"batch 64, {args.epochs} epochs; best of {args.repeats}. torch {torch.__version__}, "
-        f"{os.cpu_count()} CPUs, default threads {default_threads}. Ratio: vs the plain loop at "
-        "default threads in the same run.",
-        "",
-        "| arm | setup | samples/s per model | ratio | samples per CPU-second | GFLOP/s | % of sgemm peak |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "# Shadow training throughput (bench/bench_train.py)", "",
+        f"LeNet, {N_MODELS} models on 1000-sample subsets of {src}, batch 64, "
+        f"{args.epochs} epochs; best of {args.repeats} rounds, each setup in a fresh process. "
+        f"torch {torch.__version__}, {os.cpu_count()} CPUs (default threads {dt}); 1-min load "
+        f"average {load0:.1f} at start, {load1:.1f} at end (other jobs share the cores). "
+        f"Ratio: samples/s per model vs the plain loop at {dt} threads, same run. GFLOP/s: "
+        f"samples/s x {flops['lenet'] / 1e6:.2f} MFLOP; % of the {dt}-thread sgemm peak.", "",
+        "| arm | setup | samples/s per model | ratio | samples per CPU-second | GFLOP/s "
+        "| % of peak | peak RSS MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    lines += [f"| {a} | {n} | {s:.0f} | {r:.2f}x | {c:.0f} | {g:.1f} | {pct:.0f}% |"
-              for a, n, s, r, c, g, pct in rows]
-    lines += ["", f"sgemm peak (2048^2 float32 mm): " +
+    lines += [f"| {a} | {n} | {s:.0f} | {r:.2f}x | {c:.0f} | {g:.1f} | {pct:.0f}% | {m:.0f} |"
+              for a, n, s, r, c, g, pct, m in rows]
+    lines += ["", "sgemm peak (2048^2 float32 mm, best of 5): " +
               ", ".join(f"{t} thread(s) {v:.0f} GFLOP/s" for t, v in peaks.items()), "",
-              "FLOPs per sample, forward + backward (FlopCounterMode, batchnorm, 28 px): " +
+              "FLOPs per sample, one training step forward + backward (FlopCounterMode, "
+              "batchnorm, 28 px, batch 64): " +
               ", ".join(f"{a} {v / 1e6:.2f} MFLOP" for a, v in flops.items()), "",
-              f"Peak RSS of the driver process: {rss:.0f} MiB", ""]
+              f"Peak RSS is per process, summed over processes; importing torch alone takes "
+              f"{rss0:.0f} MiB here.", "",
+              "Top ops, one epoch of a 16-model batchnorm stack, 1 thread (torch.profiler):", "",
+              "```", table, "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

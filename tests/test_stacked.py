@@ -13,10 +13,20 @@ from bnmem.stacked import stack_states, train_stack, unstack_states
 N, K = 101, 3  # odd pool: subsets of 50 and 51 samples, so batch sizes differ by one
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # 2 OpenMP threads on 2 shared cores stall at every barrier when another job runs
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int = 2):
     rng = np.random.default_rng(0)
     dataset = "fashion_mnist" if image[0] == 1 else "cifar10"
     x = preprocess(rng.integers(0, 256, (n, image[0], image[1], image[1]), dtype=np.uint8), dataset)
+    x = x.to(torch.get_default_dtype())
     y = torch.as_tensor(rng.integers(0, 10, n))
     cfg = Config(dataset=dataset, arms=(arm,), reg_strength=0.5,
                  train=dataclasses.replace(Config().train, epochs=epochs, batch_size=16,
@@ -29,10 +39,11 @@ def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int =
     return cfg, meta, x, y, keep
 
 
-def _check(arm: str, **kw) -> None:
+def _check(arm: str, atol: float = 1e-4, stack_kw: dict | None = None, **kw) -> None:
     cfg, meta, x, y, keep = _setup(arm, **kw)
     init_seeds, order_seeds = [11, 12, 13], [21, 22, 23]
-    states, hists = train_stack(cfg, arm, x, y, keep, meta, init_seeds, order_seeds)
+    states, hists = train_stack(cfg, arm, x, y, keep, meta, init_seeds, order_seeds,
+                                **(stack_kw or {}))
     probe = x[:32]
     for j in range(K):
         ref, ref_hist = fit(cfg, arm, x[keep[j]], y[keep[j]], meta, init_seeds[j], order_seeds[j])
@@ -43,16 +54,51 @@ def _check(arm: str, **kw) -> None:
         model.load_state_dict(states[j])
         model.eval(), ref.eval()
         with torch.no_grad():
-            torch.testing.assert_close(model(probe), ref(probe), atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(model(probe), ref(probe), atol=atol, rtol=atol)
         for n in ref_sd:  # weights and BN running statistics / counters
-            torch.testing.assert_close(states[j][n], ref_sd[n], atol=1e-4, rtol=1e-4)
-        assert hists[j][-1]["loss"] == pytest.approx(ref_hist[-1]["loss"], abs=1e-4)
-        assert hists[j][-1]["penalty"] == pytest.approx(ref_hist[-1]["penalty"], abs=1e-4)
+            torch.testing.assert_close(states[j][n], ref_sd[n], atol=atol, rtol=atol)
+        assert hists[j][-1]["loss"] == pytest.approx(ref_hist[-1]["loss"], abs=atol)
+        assert hists[j][-1]["penalty"] == pytest.approx(ref_hist[-1]["penalty"], abs=atol)
 
 
-@pytest.mark.parametrize("arm", ["none", "batchnorm", "batchnorm_reg"])
+@pytest.mark.parametrize("arm", ["none", "batchnorm"])
 def test_matches_plain_loop(arm):
     _check(arm)
+
+
+def test_workers_and_small_stacks():
+    # two threads of one torch thread each, stacks of at most 2 models
+    _check("batchnorm", epochs=1, stack_kw={"workers": 2, "max_stack": 2})
+    cfg, meta, x, y, keep = _setup("none", epochs=1)
+    torch.set_num_threads(2)
+    try:
+        train_stack(cfg, "none", x, y, keep, meta, [1, 2, 3], [4, 5, 6], workers=2)
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_matches_plain_loop_reg_float32():
+    # Loose on purpose: see test_matches_plain_loop_reg_float64 for the exact check.
+    _check("batchnorm_reg", atol=5e-2)
+
+
+@pytest.fixture
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # build() then makes float64 models
+    yield
+    torch.set_default_dtype(old)
+
+
+def test_matches_plain_loop_reg_float64(float64):
+    # With the penalty active (reg_strength 0.5), float32 training is not reproducible to
+    # 1e-4 by any reimplementation: two runs of the *plain loop* whose inputs differ by a
+    # relative 1e-7 end 8e-3 apart after 2 epochs (a rounding-level weight difference
+    # flips a near-tie in max-pool or ReLU, and the penalty's large conv1 gradients turn
+    # that into a 5e-3 gradient jump). In float64 no such flip happens here, so agreement
+    # to 1e-9 shows the stacked maths (penalty, sigma_B, per-model gradients) is the same.
+    _check("batchnorm_reg", atol=1e-9)
 
 
 def test_penalty_is_active():

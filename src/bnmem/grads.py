@@ -15,8 +15,8 @@ exactly the gradient SGD steps on); we report ||B c_i|| = ||grad_theta l_i|| so 
 model without BN (l_i independent of the batch) `batch` equals `eval` exactly. Running
 statistics are not updated (the forward pass mutates copies of the buffers). Single-sample
 batch statistics are never used. Cost: one Jacobian is B backward passes through the
-whole batch (B x B activations in memory, capped by doing `chunk_size` rows at a time),
-so `batch` costs roughly B times `eval` in activation work.
+whole batch, so `batch` costs roughly B times `eval` in activation work; memory is
+bounded by taking max(1, chunk_size // B) rows per vmap call (chunk_size sample passes).
 
 Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight and bias,
 `norm1` = BN gamma and beta), so layer_norms[l]**2 summed over l is norms**2.
@@ -153,7 +153,8 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     for idx in batches:
         idx_t = torch.as_tensor(np.asarray(idx))
         xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
-        rows = batch_grads(model, xb, yb, min(chunk_size, len(idx_t)))
+        # chunk_size counts sample passes: each Jacobian row is a backward through all B.
+        rows = batch_grads(model, xb, yb, max(1, chunk_size // len(idx_t)))
         out[:, idx_t] = _layer_sq(rows, groups).cpu()
     return out
 
@@ -171,7 +172,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
             (rows of the Jacobian of per-example losses in one train-mode pass per batch;
             see the module docstring). Without BN layers `batch` is computed as `eval`,
             to which it is identical (tests check this on the batch path).
-        chunk_size: samples per vmap call (eval) / Jacobian rows per vmap call (batch).
+        chunk_size: samples per vmap call (eval); for batch, max(1, chunk_size // B)
+            Jacobian rows per vmap call, i.e. about chunk_size sample passes at once.
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
     """
     if definition not in ("eval", "batch"):

@@ -15,9 +15,11 @@ the loss then count only real samples. Models with a different number of steps p
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -30,8 +32,6 @@ from bnmem.train import Regularizer, batch_order, lr_at, resolve_device
 
 log = logging.getLogger(__name__)
 
-_CONVS = ("conv1", "conv2")
-_LINEARS = ("fc1", "fc2", "fc3")
 _NORMS = ("norm1", "norm2", "norm3", "norm4")
 
 
@@ -76,6 +76,36 @@ def _norm_stats(h: torch.Tensor, k: int, dims2d: bool, mask: _Masked | None):
     return mean, var, n
 
 
+class _BatchNormSigma(torch.autograd.Function):
+    """Native train-mode BN that also returns sigma_B = sqrt(Var_batch + eps) per channel,
+    differentiable (d sigma / d h = (h - mean) / (n sigma)). The penalty needs sigma_B;
+    recomputing it with h.var costs two more passes over the activations each way."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, running_mean, running_var, momentum, eps):
+        out, mean, invstd = torch.native_batch_norm(h, weight, bias, running_mean, running_var,
+                                                    True, momentum, eps)
+        ctx.save_for_backward(h, weight, running_mean, running_var, mean, invstd)
+        ctx.eps = eps
+        return out, 1.0 / invstd
+
+    @staticmethod
+    def backward(ctx, g_out, g_sigma):
+        h, weight, rm, rv, mean, invstd = ctx.saved_tensors
+        g_h, g_w, g_b = torch.ops.aten.native_batch_norm_backward(
+            g_out.contiguous(memory_format=_layout(h)), h, weight, rm, rv, mean, invstd, True,
+            ctx.eps, [True, True, True])
+        if g_sigma is not None:
+            coef = (g_sigma * invstd / (h.numel() // h.shape[1])).view(1, -1, 1, 1)
+            g_h = g_h + (h - mean.view(1, -1, 1, 1)) * coef
+        return g_h, g_w, g_b, None, None, None, None
+
+
+def _layout(h: torch.Tensor) -> torch.memory_format:
+    cl = h.dim() == 4 and h.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if cl else torch.contiguous_format
+
+
 class StackedLeNet:
     """K LeNets (models.LeNet) as stacked leaf tensors; forward gives logits [K, B, classes]."""
 
@@ -111,9 +141,14 @@ class StackedLeNet:
             return ((hg - mean) * torch.rsqrt(var + eps)).view(kk, b, c) * gamma[:, None] + beta[:, None]
         rm, rv = self.state[f"{name}.running_mean"], self.state[f"{name}.running_var"]
         self.state[f"{name}.num_batches_tracked"] += 1
-        if dims2d and mask is None and sigmas is None:  # fast path: native fused BN
-            return F.batch_norm(h, rm.view(-1), rv.view(-1), gamma.reshape(-1), beta.reshape(-1),
-                                True, self.bn_momentum[name], eps)
+        if dims2d and mask is None:  # fast path: native fused BN
+            if sigmas is None:
+                return F.batch_norm(h, rm.view(-1), rv.view(-1), gamma.reshape(-1),
+                                    beta.reshape(-1), True, self.bn_momentum[name], eps)
+            out, sigma = _BatchNormSigma.apply(h, gamma.reshape(-1), beta.reshape(-1), rm.view(-1),
+                                               rv.view(-1), self.bn_momentum[name], eps)
+            sigmas.append((gamma, sigma.view(k, -1)))
+            return out
         mean, var, n = _norm_stats(h, k, dims2d, mask)
         with torch.no_grad():  # running statistics as nn.BatchNorm: unbiased batch variance
             mom = self.bn_momentum[name]
@@ -238,9 +273,37 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
     return net.state, hist
 
 
+def retain_heap() -> bool:
+    """glibc only: keep freed memory in the heap instead of returning it to the OS.
+
+    A stack's activations are tens of MB per tensor; with glibc's defaults the freed top
+    of the heap is trimmed after every step and re-faulted (zeroed by the kernel) in the
+    next, which costs ~15% of a LeNet stack's time. Process-wide; RSS stays at its peak.
+    Returns False where glibc's mallopt is not available.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)  # glibc's maximum
+                    and libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):
+        return False
+
+
+def _jobs(steps: list[int], size: int, workers: int) -> list[list[int]]:
+    """Model ids per stack: same steps per epoch, at most `size` models, and at least
+    `workers` stacks (when there are that many models) so every worker has one."""
+    jobs = []
+    for n_steps in sorted(set(steps)):
+        ids = [j for j, s in enumerate(steps) if s == n_steps]
+        parts = max(math.ceil(len(ids) / size), min(workers, len(ids)))
+        jobs += [[int(j) for j in p] for p in np.array_split(ids, parts)]
+    return jobs
+
+
 def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
                 meta: dict, init_seeds: list[int], order_seeds: list[int],
-                max_stack: int = 0) -> tuple[list[dict], list[list[dict]]]:
+                max_stack: int = 0, workers: int = 1) -> tuple[list[dict], list[list[dict]]]:
     """Train K models of one arm at once; model k as pipeline.fit(cfg, arm, x[keep[k]], ...).
 
     Args:
@@ -249,6 +312,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         keep: bool [K, N], model k trains on x[keep[k]].
         init_seeds, order_seeds: per-model seeds, as fit's init_seed / order_seed.
         max_stack: most models per stack (0 = all); bounds memory.
+        workers: on CPU, stacks trained side by side by this many threads, each running
+            torch single-threaded (torch's thread count is restored afterwards).
     Returns:
         (state_dicts, histories): per model, a CPU state_dict loadable into
         pipeline.build(meta), and fit's per-epoch records (loss, penalty, lr, seconds).
@@ -260,21 +325,36 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         return ([{n: v.detach().cpu() for n, v in m.state_dict().items()} for m, _ in out],
                 [h for _, h in out])
     device = resolve_device(cfg.train.device)
+    workers = workers if device.type == "cpu" else 1
+    if device.type == "cpu":
+        retain_heap()
     x_hwc = x.permute(0, 2, 3, 1).contiguous().to(device)  # gathers rows of [H, W, C]
     y = y.to(device)
     subsets = [np.flatnonzero(row) for row in keep]
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
+    jobs = _jobs(steps, max_stack or len(keep), workers)
+
+    def run(part: list[int]) -> tuple[dict, list[list[dict]]]:
+        if workers > 1:
+            torch.set_num_threads(1)  # per OS thread too (OpenMP keeps it per thread)
+        models = [build(meta, seed=init_seeds[j]) for j in part]
+        return _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc, y,
+                            [subsets[j] for j in part], models, [order_seeds[j] for j in part],
+                            device)
+
+    if workers > 1:  # ops release the GIL, so threads use the cores without a process pool
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                results = list(pool.map(run, jobs))
+        finally:
+            torch.set_num_threads(threads)
+    else:
+        results = [run(part) for part in jobs]
     states: list[dict | None] = [None] * len(keep)
     hists: list[list[dict] | None] = [None] * len(keep)
-    size = max_stack or len(keep)
-    for n_steps in sorted(set(steps)):
-        ids = [j for j in range(len(keep)) if steps[j] == n_steps]
-        for lo in range(0, len(ids), size):
-            part = ids[lo:lo + size]
-            models = [build(meta, seed=init_seeds[j]) for j in part]
-            stacked, hist = _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc,
-                                         y, [subsets[j] for j in part], models,
-                                         [order_seeds[j] for j in part], device)
-            for j, sd, h in zip(part, unstack_states(stacked), hist):
-                states[j], hists[j] = sd, h
+    for part, (stacked, hist) in zip(jobs, results):
+        for j, sd, h in zip(part, unstack_states(stacked), hist):
+            states[j], hists[j] = sd, h
     return states, hists
