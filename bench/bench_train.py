@@ -1,6 +1,6 @@
 """Shadow-model training throughput: plain per-model loop (pipeline.fit) vs train_stack.
 
-Usage: python bench/bench_train.py [--pool data/prepared/pool.npz] [--epochs 2]
+Usage: python bench/bench_train.py [--pool data/prepared/pool.npz] [--epochs 1]
            [--repeats 2] [--arms none batchnorm batchnorm_reg] [--out bench/results/train.md]
 
 LeNet, default shadow recipe (batch 64, SGD momentum 0.9, wd 5e-4, cosine) on the
@@ -79,6 +79,7 @@ def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int
     keep = keep_matrix(N_MODELS, len(y), 0)[ids]
     seeds = [model_seeds(0, j) for j in ids]
     fit(cfg, arm, x[:256], y[:256], meta, 0, 0)  # warm up kernels
+    _reset_peak_rss()
     t, c = time.perf_counter(), time.process_time()
     if kind == "plain":
         for j in range(len(ids)):
@@ -88,7 +89,26 @@ def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int
         train_stack(cfg, arm, x, y, keep, meta, [s[0] for s in seeds], [s[1] for s in seeds],
                     workers=workers)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
-    return wall, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return wall, cpu, _peak_rss()
+
+
+def _reset_peak_rss() -> None:
+    """Linux: restart the VmHWM high-water mark, so it measures training alone."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def _peak_rss() -> float:
+    """Peak resident set size in MiB (VmHWM; ru_maxrss where /proc is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def in_fresh(n_proc: int, *jobs: tuple) -> tuple[float, float, float]:
@@ -114,77 +134,76 @@ def profile_table(arm: str, pool: str, rows: int = 12) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
+def run_arm(arm: str, pool: str, epochs: int, plain_models: int, repeats: int,
+            dt: int) -> dict[str, tuple[int, float, float, float]]:
+    """{setup: (models, wall s, CPU s, peak RSS MiB)}, best (least wall) of `repeats`."""
+    a, allm, pm = (arm, pool, epochs), list(range(N_MODELS)), list(range(plain_models))
+    setups = {  # name -> (models trained, jobs run side by side in fresh processes)
+        f"plain loop, {dt} threads (baseline: shadow stage today)": (pm, [("plain", dt, *a, pm)]),
+        "plain loop, 1 thread": (pm, [("plain", 1, *a, pm)]),
+        f"train_stack, 1 process x {dt} threads": (allm, [("stack", dt, *a, allm)]),
+        "train_stack, 1 thread": (allm, [("stack", 1, *a, allm)]),
+        f"train_stack, workers={dt} (threads of 1)": (allm, [("stack", 1, *a, allm, dt)]),
+        f"train_stack, {dt} processes x 1 thread":
+            (allm, [("stack", 1, *a, allm[i::dt]) for i in range(dt)]),
+    }
+    best = {name: (np.inf, np.inf, np.inf) for name in setups}
+    for _ in range(repeats):  # interleaved rounds: a disturbance hits one round of each
+        for name, (_, jobs) in setups.items():
+            best[name] = min(best[name], in_fresh(len(jobs), *jobs))
+    return {name: (len(setups[name][0]), *best[name]) for name in setups}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--pool", default="data/prepared/pool.npz")
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--plain-models", type=int, default=2, help="models the plain loop trains")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", nargs="+", default=list(ARMS))
     p.add_argument("--out", default="bench/results/train.md")
     args = p.parse_args()
-    dt = torch.get_num_threads()
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    src = load_data(args.pool)[2]
-    load0 = os.getloadavg()[0]
+    dt, rss0 = torch.get_num_threads(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    src, load0 = load_data(args.pool)[2], os.getloadavg()[0]
     peaks = {t: sgemm_peak(t) for t in (1, dt)}
     flops = {a: flops_per_sample(a) for a in ("lenet", "resnet", "densenet")}
-    allm, half = list(range(N_MODELS)), N_MODELS // 2
-    pm = list(range(args.plain_models))
-    rows = []
+    rows, gains = [], []
     for arm in args.arms:
-        a = (arm, args.pool, args.epochs)
-        setups = {  # name -> (models, threads used, jobs for in_fresh)
-            f"plain loop, {dt} threads (baseline: shadow stage today)":
-                (len(pm), dt, [("plain", dt, *a, pm)]),
-            "plain loop, 1 thread": (len(pm), 1, [("plain", 1, *a, pm)]),
-            f"train_stack, 1 process x {dt} threads": (N_MODELS, dt, [("stack", dt, *a, allm)]),
-            "train_stack, 1 thread": (N_MODELS, 1, [("stack", 1, *a, allm)]),
-            f"train_stack, workers={dt} (threads of 1)":
-                (N_MODELS, dt, [("stack", 1, *a, allm, dt)]),
-            f"train_stack, {dt} processes x 1 thread":
-                (N_MODELS, dt, [("stack", 1, *a, allm[i::dt]) for i in range(dt)]),
-        }
-        best = {name: (np.inf, np.inf, np.inf) for name in setups}
-        for _ in range(args.repeats):
-            for name, (_, _, jobs) in setups.items():
-                best[name] = min(best[name], in_fresh(len(jobs), *jobs))
-        per_model = 1000 * args.epochs
-        base = None
-        for name, (n_models, threads, _) in setups.items():
-            wall, cpu, rss = best[name]
-            sps = n_models * per_model / wall
-            base = base or sps
-            gf = sps * flops["lenet"] / 1e9
-            rows.append((arm, name, sps, sps / base, n_models * per_model / cpu, gf,
-                         100 * gf / peaks[dt], rss))
-            print(f"{arm:14s} {name:52s} {sps:7.0f}/s  x{sps / base:5.2f}  "
-                  f"{n_models * per_model / cpu:6.0f}/CPU-s", flush=True)
+        res = run_arm(arm, args.pool, args.epochs, args.plain_models, args.repeats, dt)
+        sps = {n: m * 1000 * args.epochs / wall for n, (m, wall, _, _) in res.items()}
+        cps = {n: m * 1000 * args.epochs / cpu for n, (m, _, cpu, _) in res.items()}
+        base, plain1 = sps[next(iter(res))], sps["plain loop, 1 thread"]
+        for name, (_, _, _, rss) in res.items():
+            gf = sps[name] * flops["lenet"] / 1e9
+            rows.append(f"| {arm} | {name} | {sps[name]:.0f} | {sps[name] / base:.2f}x "
+                        f"| {sps[name] / plain1:.2f}x | {cps[name]:.0f} | {gf:.1f} "
+                        f"| {100 * gf / peaks[dt]:.0f}% | {rss:.0f} |")
+            print(rows[-1], flush=True)
+        gains.append(f"{arm} {cps['train_stack, 1 thread'] / cps['plain loop, 1 thread']:.2f}x")
     table = profile_table("batchnorm", args.pool)
-    load1 = os.getloadavg()[0]
     lines = [
         "# Shadow training throughput (bench/bench_train.py)", "",
         f"LeNet, {N_MODELS} models on 1000-sample subsets of {src}, batch 64, "
-        f"{args.epochs} epochs; best of {args.repeats} rounds, each setup in a fresh process. "
+        f"{args.epochs} epoch(s); best of {args.repeats} rounds, each setup in a fresh process. "
         f"torch {torch.__version__}, {os.cpu_count()} CPUs (default threads {dt}); 1-min load "
-        f"average {load0:.1f} at start, {load1:.1f} at end (other jobs share the cores). "
-        f"Ratio: samples/s per model vs the plain loop at {dt} threads, same run. GFLOP/s: "
-        f"samples/s x {flops['lenet'] / 1e6:.2f} MFLOP; % of the {dt}-thread sgemm peak.", "",
-        "| arm | setup | samples/s per model | ratio | samples per CPU-second | GFLOP/s "
-        "| % of peak | peak RSS MiB |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    lines += [f"| {a} | {n} | {s:.0f} | {r:.2f}x | {c:.0f} | {g:.1f} | {pct:.0f}% | {m:.0f} |"
-              for a, n, s, r, c, g, pct, m in rows]
-    lines += ["", "sgemm peak (2048^2 float32 mm, best of 5): " +
-              ", ".join(f"{t} thread(s) {v:.0f} GFLOP/s" for t, v in peaks.items()), "",
-              "FLOPs per sample, one training step forward + backward (FlopCounterMode, "
-              "batchnorm, 28 px, batch 64): " +
-              ", ".join(f"{a} {v / 1e6:.2f} MFLOP" for a, v in flops.items()), "",
-              f"Peak RSS is per process, summed over processes; importing torch alone takes "
-              f"{rss0:.0f} MiB here.", "",
-              "Top ops, one epoch of a 16-model batchnorm stack, 1 thread (torch.profiler):", "",
-              "```", table, "```", ""]
+        f"average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at end (other jobs share the "
+        f"cores). Ratio: samples/s per model vs the plain loop at {dt} threads, same run. "
+        f"GFLOP/s: samples/s x {flops['lenet'] / 1e6:.2f} MFLOP; % of the {dt}-thread sgemm "
+        "peak.", "",
+        "| arm | setup | samples/s per model | ratio | vs plain, 1 thread | samples per "
+        "CPU-second | GFLOP/s | % of peak | peak RSS MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
+        "Per-core gain of train_stack over the plain loop (samples per CPU-second, both "
+        "1 thread): " + ", ".join(gains) + ".", "",
+        "sgemm peak (2048^2 float32 mm, best of 5): "
+        + ", ".join(f"{t} thread(s) {v:.0f} GFLOP/s" for t, v in peaks.items()), "",
+        "FLOPs per sample, one training step forward + backward (FlopCounterMode, batchnorm, "
+        "28 px, batch 64): " + ", ".join(f"{a} {v / 1e6:.2f} MFLOP" for a, v in flops.items()),
+        "",
+        "Peak RSS: resident-memory high-water mark while training (VmHWM, reset after warm-up), "
+        f"summed over processes; it includes the {rss0:.0f} MiB that importing torch takes here.",
+        "", "Top ops, one epoch of a 16-model batchnorm stack, 1 thread (torch.profiler):", "",
+        "```", table, "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))

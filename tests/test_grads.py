@@ -30,14 +30,20 @@ def _model(arch: str, norm: str, seed: int = 0) -> torch.nn.Module:
     """float64 model with non-trivial BN running stats and norm affine parameters."""
     model = make_model(arch, norm, 10, 1, width=4, image_size=28, seed=seed).double()
     g = torch.Generator().manual_seed(seed + 1)
+
+    def rand(t: torch.Tensor, scale: float, shift: float = 0.0, normal: bool = True
+             ) -> torch.Tensor:
+        r = torch.randn if normal else torch.rand
+        return shift + scale * r(t.shape, generator=g, dtype=torch.float64)
+
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g, dtype=torch.float64) * 0.3)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g, dtype=torch.float64) + 0.5)
+                m.running_mean.copy_(rand(m.running_mean, 0.3))
+                m.running_var.copy_(rand(m.running_var, 1.0, 0.5, normal=False))
             if isinstance(m, (torch.nn.modules.batchnorm._BatchNorm, torch.nn.GroupNorm)):
-                m.weight.copy_(1 + 0.3 * torch.randn(m.weight.shape, generator=g, dtype=torch.float64))
-                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=g, dtype=torch.float64))
+                m.weight.copy_(rand(m.weight, 0.3, 1.0))
+                m.bias.copy_(rand(m.bias, 0.1))
     return model
 
 
@@ -158,9 +164,9 @@ def _tiny_arm(tmp_path: Path, arm: str) -> dict:
     pool = tmp_path / "pool.npz"
     np.savez(pool, x=rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
              y_train=rng.integers(0, 10, n), y_clean=rng.integers(0, 10, n), kind=kind)
-    raw = {"arms": [arm], "pool_size": n, "train": {"epochs": 2, "batch_size": 8,
-                                                    "checkpoints": [1], "device": "cpu"},
-           "grads": {"chunk_size": 10}}
+    raw = {"arms": [arm], "pool_size": n, "grads": {"chunk_size": 10},
+           "train": {"epochs": 2, "batch_size": 8, "checkpoints": [1], "device": "cpu",
+                     "threads": 1}}
     cfg = config_from_dict(raw)
     recipe = tmp_path / f"{arm}.yaml"
     recipe.write_text(yaml.safe_dump(raw))
@@ -171,7 +177,8 @@ def _tiny_arm(tmp_path: Path, arm: str) -> dict:
     (tmp_path / f"{arm}.json").write_text(json.dumps(meta))
     return {"--recipe": recipe, "--pool": pool, "--model": tmp_path / f"{arm}.pt",
             "--checkpoints": tmp_path / "ckpt", "--out": tmp_path / "out" / f"{arm}.npz",
-            "--metrics": tmp_path / "out" / f"{arm}.json", "--hist": tmp_path / "out" / f"{arm}.csv"}
+            "--metrics": tmp_path / "out" / f"{arm}.json",
+            "--hist": tmp_path / "out" / f"{arm}.csv"}
 
 
 def _run(paths: dict) -> subprocess.CompletedProcess:

@@ -94,7 +94,7 @@ class Config:
     arms: tuple[str, ...] = ("none", "batchnorm", "batchnorm_reg")
     noise_rate: float = 0.05
     ood_rate: float = 0.01
-    reg_strength: float = 0.1
+    reg_strength: float = 1.0
     seed: int = 0
     pool_size: int = 2000
     data: DataConfig = field(default_factory=DataConfig)

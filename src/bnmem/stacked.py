@@ -92,18 +92,14 @@ class _BatchNormSigma(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_out, g_sigma):
         h, weight, rm, rv, mean, invstd = ctx.saved_tensors
+        cl = h.is_contiguous(memory_format=torch.channels_last)
+        g_out = g_out.contiguous(memory_format=torch.channels_last if cl else torch.contiguous_format)
         g_h, g_w, g_b = torch.ops.aten.native_batch_norm_backward(
-            g_out.contiguous(memory_format=_layout(h)), h, weight, rm, rv, mean, invstd, True,
-            ctx.eps, [True, True, True])
+            g_out, h, weight, rm, rv, mean, invstd, True, ctx.eps, [True, True, True])
         if g_sigma is not None:
             coef = (g_sigma * invstd / (h.numel() // h.shape[1])).view(1, -1, 1, 1)
             g_h = g_h + (h - mean.view(1, -1, 1, 1)) * coef
         return g_h, g_w, g_b, None, None, None, None
-
-
-def _layout(h: torch.Tensor) -> torch.memory_format:
-    cl = h.dim() == 4 and h.is_contiguous(memory_format=torch.channels_last)
-    return torch.channels_last if cl else torch.contiguous_format
 
 
 class StackedLeNet:

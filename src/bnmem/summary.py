@@ -49,13 +49,13 @@ def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
 
 
-def _fmt(d: dict | None, key: str = "value", pct: bool = False) -> str:
+def _fmt(d: dict | None, key: str = "value", pct: bool = False, signed: bool = True) -> str:
     if not d or d.get(key) is None:
         return "n/a"
-    s = 100.0 if pct else 1.0
+    s, f = (100.0 if pct else 1.0), ("+.2f" if signed else ".2f")
     lo, hi = d.get(key + "_lo", d.get("lo")), d.get(key + "_hi", d.get("hi"))
-    ci = f" [{lo * s:+.2f}, {hi * s:+.2f}]" if lo is not None and hi is not None else ""
-    return f"{d[key] * s:+.2f}{ci}"
+    ci = f" [{lo * s:{f}}, {hi * s:{f}}]" if lo is not None and hi is not None else ""
+    return f"{d[key] * s:{f}}{ci}"
 
 
 def verdict(ci: dict | None, key: str = "value", threshold: float = 0.0) -> str:
@@ -82,7 +82,7 @@ def claims_table(summary: dict, noise_rate: float, ood_rate: float) -> list[tupl
         ("BN memorizes OOD images more (ood_mem_acc, BN - none, points)",
          _fmt(d.get("ood_mem_acc"), pct=True), verdict(d.get("ood_mem_acc"))),
         ("Corrupted samples have larger gradient norms under BN (flipped/clean median ratio, BN / none)",
-         _fmt(d.get("grad_ratio_flipped_clean_bn_over_none")),
+         _fmt(d.get("grad_ratio_flipped_clean_bn_over_none"), signed=False),
          verdict(d.get("grad_ratio_flipped_clean_bn_over_none"), threshold=1.0)),
         (f"BN raises LiRA AUC by >= {need:.0f} points at {rate:.0%} outliers (all samples)",
          _fmt(auc, "auc", pct=True), verdict(auc, "auc", threshold=need / 100)),
