@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--deltas", required=True, help="output JSON of arm - none differences")
     args = p.parse_args()
     cfg = load_config(args.params)
-    cli.setup()
+    cli.setup(cfg.train.threads)
     a, queries = cfg.attack, cfg.shadow.queries
     pool = load_npz(args.pool, ("y_train", "kind"))
     identity = queries.index("identity") if "identity" in queries else 0

@@ -20,7 +20,7 @@ def main() -> None:
     p.add_argument("--test", required=True)
     args = p.parse_args()
     cfg = load_config(args.params)
-    cli.setup()
+    cli.setup(cfg.train.threads)
     d = cfg.data
     train = load_dataset(cfg.dataset, "train", d.root, d.allow_download)
     test = load_dataset(cfg.dataset, "test", d.root, d.allow_download)

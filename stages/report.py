@@ -34,7 +34,7 @@ def main() -> None:
         p.add_argument(f"--{name}", required=True)
     args = p.parse_args()
     cfg = load_config(args.params)
-    cli.setup()
+    cli.setup(cfg.train.threads)
     arms, models, rng = list(cfg.arms), Path(args.models), np.random.default_rng([cfg.seed, 0x5E9])
     n_boot = cfg.attack.bootstrap
     pool = load_npz(args.pool, ("x", "y_train", "kind"))

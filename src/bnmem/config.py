@@ -56,7 +56,7 @@ class TrainConfig:
     schedule: str = "cosine"
     checkpoints: tuple[int, ...] = (1,)
     device: str = "auto"
-    threads: int = 0
+    threads: int = 1
 
 
 @dataclass(frozen=True)
