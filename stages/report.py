@@ -14,7 +14,7 @@ from bnmem.data import preprocess
 from bnmem.io import load_json, load_npz, load_state, save_json
 from bnmem.pipeline import build
 from bnmem.report_md import render
-from bnmem.summary import matched_utility, median_ratio_ci, paired_acc_delta
+from bnmem.summary import gamma_push, matched_utility, median_ratio_ci, paired_acc_delta
 from bnmem.train import predict
 
 log = logging.getLogger("bnmem.report")
@@ -68,6 +68,12 @@ def main() -> None:
     shares = [np.mean(np.concatenate([r for r in bn_layers[a].values()]) > 1)
               for a in ("batchnorm",) if bn_layers.get(a)]
     summary["gamma_sigma_share_above_1"] = float(shares[0]) if shares else None
+    for a in arms:
+        if bn_layers.get(a):
+            model = build(metas[a])
+            model.load_state_dict(load_state(models / f"{a}.pt"))
+            summary[f"gamma_push_{a}"] = gamma_push(model, x, pool["y_train"], {
+                "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
 
     out = Path(args.plots)
     scores = {a: load_npz(Path(args.scores) / f"{a}.npz", ("lira_online", "keep", "mem_score")) for a in arms}

@@ -1,6 +1,8 @@
 """shadow@<arm>-<shard>: train one shard of an arm's shadow models and query them.
 
-Finished models are kept in `<out>.partial/` so a killed run resumes where it stopped.
+Models train `shadow.chunk` at a time as one stacked network (bnmem.stacked, LeNet; other
+archs fall back to the plain loop). Each finished model's logits are kept in
+`<out>.partial/` so a killed run resumes without retraining them.
 """
 import argparse
 import hashlib
@@ -15,8 +17,9 @@ from tqdm import tqdm
 from bnmem import cli
 from bnmem.config import ConfigError, load_config
 from bnmem.io import save_npz
-from bnmem.pipeline import fit, load_pool, model_meta, tensors
+from bnmem.pipeline import build, load_pool, model_meta, tensors
 from bnmem.shadow import fingerprint, keep_matrix, load_part, model_seeds, query, save_part, shard_ids
+from bnmem.stacked import train_stack
 
 log = logging.getLogger("bnmem.shadow")
 
@@ -41,22 +44,27 @@ def main() -> None:
     base = fingerprint(Path(args.recipe).read_text(),
                        hashlib.sha256(Path(args.pool).read_bytes()).hexdigest())
     parts = Path(args.out).with_suffix(".partial")
-    logits = []
-    for j in tqdm(ids, desc=f"shadow {arm} shard {args.shard}"):
-        stamp, path = fingerprint(base, str(j)), parts / f"model_{j}.npz"
-        out = load_part(path, stamp)
-        if out is None:
-            t0 = time.perf_counter()
-            init_seed, order_seed = model_seeds(cfg.seed, int(j))
-            model, hist = fit(cfg, arm, x[keep[j]], y[keep[j]], meta, init_seed, order_seed)
-            out = query(model.cpu(), x, s.queries)
-            save_part(path, out, stamp)
-            log.info("%s model %d: %d samples, loss %.4f, %.1f s", arm, j, keep[j].sum(),
-                     hist[-1]["loss"], time.perf_counter() - t0)
-        else:
-            log.info("%s model %d: resumed from %s", arm, j, path)
-        logits.append(out)
-    save_npz(args.out, logits=np.stack(logits).astype(np.float32), keep=keep[ids], model_ids=ids)
+    stamp = {int(j): fingerprint(base, str(j)) for j in ids}
+    logits = {int(j): load_part(parts / f"model_{j}.npz", stamp[int(j)]) for j in ids}
+    todo = [j for j in logits if logits[j] is None]
+    log.info("%s shard %d: %d models, %d resumed", arm, args.shard, len(ids), len(ids) - len(todo))
+    bar = tqdm(total=len(todo), desc=f"shadow {arm} shard {args.shard}")
+    for k in range(0, len(todo), s.chunk):
+        chunk, t0 = todo[k:k + s.chunk], time.perf_counter()
+        seeds = [model_seeds(cfg.seed, j) for j in chunk]
+        states, hists = train_stack(cfg, arm, x, y, keep[chunk], meta, [a for a, _ in seeds],
+                                    [b for _, b in seeds], workers=s.workers)
+        for j, state, hist in zip(chunk, states, hists):
+            model = build(meta)
+            model.load_state_dict(state)
+            logits[j] = query(model, x, s.queries)
+            save_part(parts / f"model_{j}.npz", logits[j], stamp[j])
+            log.info("%s model %d: %d samples, final loss %.4f", arm, j, keep[j].sum(), hist[-1]["loss"])
+        log.info("%s: %d models in %.1f s", arm, len(chunk), time.perf_counter() - t0)
+        bar.update(len(chunk))
+    bar.close()
+    save_npz(args.out, logits=np.stack([logits[int(j)] for j in ids]).astype(np.float32),
+             keep=keep[ids], model_ids=ids)
     shutil.rmtree(parts, ignore_errors=True)
 
 

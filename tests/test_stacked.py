@@ -134,3 +134,12 @@ def test_stack_roundtrip():
     for m, sd in zip(models, back):
         for n, v in m.state_dict().items():
             assert torch.equal(sd[n], v)
+
+
+def test_other_arch_falls_back_to_plain_loop():
+    cfg, _, x, y, keep = _setup("batchnorm", n=40, epochs=1)
+    cfg = dataclasses.replace(cfg, arch="resnet", model=dataclasses.replace(cfg.model, width=4))
+    meta = model_meta(cfg, "batchnorm", 1, 28)
+    states, _ = train_stack(cfg, "batchnorm", x, y, keep[:1], meta, [1], [2])
+    ref, _ = fit(cfg, "batchnorm", x[keep[0]], y[keep[0]], meta, 1, 2)
+    assert all(torch.equal(states[0][n], v) for n, v in ref.state_dict().items())

@@ -76,6 +76,8 @@ class ShadowConfig:
     shards: int = 1
     shard_ids: tuple[int, ...] = (0,)
     queries: tuple[str, ...] = ("identity", "hflip")
+    workers: int = 2
+    chunk: int = 8
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,8 @@ def validate(cfg: Config) -> Config:
     _check(len(s.queries) > 0, "shadow.queries", "a non-empty list", list(s.queries))
     for q in s.queries:
         _check(bool(QUERY_RE.match(q)), "shadow.queries", "identity | hflip | shift_<dx>_<dy>", q)
+    _check(s.workers >= 1, "shadow.workers", "an integer >= 1", s.workers)
+    _check(s.chunk >= 1, "shadow.chunk", "an integer >= 1", s.chunk)
     a = cfg.attack
     _check(a.rmia_gamma >= 1, "attack.rmia_gamma", "a number >= 1", a.rmia_gamma)
     _check(0 <= a.rmia_a <= 1, "attack.rmia_a", "a number in [0, 1]", a.rmia_a)

@@ -85,6 +85,12 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           f"Share of BN channels with |gamma|/sigma > 1 (running sigma, final epoch, arm "
           f"`batchnorm`): {_f(summary.get('gamma_sigma_share_above_1'), 2)}.", "",
           f"![gamma/sigma]({rel['gamma_sigma']})", "",
+          "Do corrupted samples push gamma up? -mean dl/dgamma per sample at the final "
+          "checkpoint (eval mode; positive = an SGD step on those samples raises gamma), arm "
+          "`batchnorm`:", "",
+          "| BN layer | clean | flipped | OOD |", "|---|---|---|---|",
+          *[f"| {layer} | {_f(g.get('clean'), 4)} | {_f(g.get('flipped'), 4)} | {_f(g.get('ood'), 4)} |"
+            for layer, g in summary.get("gamma_push_batchnorm", {}).items()], "",
           "Theory stage (one conv channel + BN + linear classifier, one SGD step on a planted "
           f"outlier): measured/predicted margin-growth ratio "
           f"{_f(theory.get('ratio_measured_over_predicted'))}, fitted exponent of the "
