@@ -42,10 +42,10 @@ def test_augment_views():
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("shadow")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params.update(pool_size=120, arms=["batchnorm"])
+    params.update(pool_size=400, arms=["batchnorm"])
     params["data"]["test_size"] = 20
-    params["train"].update(epochs=3, batch_size=16, checkpoints=[1])
-    params["shadow"]["n_models"] = 6
+    params["train"].update(epochs=4, batch_size=16, checkpoints=[1])
+    params["shadow"].update(n_models=6, chunk=2, workers=1)  # parts land 2 at a time
     (d / "params.yaml").write_text(yaml.safe_dump(params))
     recipe = dict(params)
     (d / "recipe.yaml").write_text(yaml.safe_dump(recipe))
@@ -70,17 +70,17 @@ def test_sigkill_then_resume_equals_uninterrupted(tiny):
     proc = subprocess.Popen(shadow_cmd(tiny, tiny / "b.npz"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
-    while time.time() < deadline and len(list(parts.glob("model_*.npz"))) < 3:
+    while time.time() < deadline and len(list(parts.glob("model_*.npz"))) < 2:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the real thing: no cleanup, no atexit
     proc.wait()
     done = len(list(parts.glob("model_*.npz")))
-    assert 3 <= done < 6 and not (tiny / "b.npz").exists()
+    assert 2 <= done < 6 and not (tiny / "b.npz").exists()
     t0 = time.perf_counter()
     resumed = subprocess.run(shadow_cmd(tiny, tiny / "b.npz"), capture_output=True, text=True)
     t_resume = time.perf_counter() - t0
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stderr.count("resumed from") == done
+    assert f"6 models, {done} resumed" in resumed.stderr, resumed.stderr[-2000:]
     a, b = (np.load(tiny / f, allow_pickle=False) for f in ("a.npz", "b.npz"))
     for key in ("logits", "keep", "model_ids"):
         np.testing.assert_array_equal(a[key], b[key])
