@@ -56,8 +56,9 @@ def main() -> None:
     save_state(args.model, model.state_dict())
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "lr", "seconds")}
     final["epochs_to_mem_50"] = epochs_to(history, "flipped_mem_acc", 0.5)
-    final["train_seconds"] = round(sum(r["seconds"] for r in history), 2)
-    meta.update(metrics=final, checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
+    meta.update(metrics=final,  # wall time kept out of metrics: metrics must be byte-stable
+                train_seconds=round(sum(r["seconds"] for r in history), 2),
+                checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
                 gamma_sigma=gamma_sigma(model))
     save_json(Path(args.model).with_suffix(".json"), meta)
     with atomic_path(args.curves) as tmp:
