@@ -49,7 +49,8 @@ def main() -> None:
     definition = cfg.grads.definition
     other = "batch" if definition == "eval" else "eval"
     rows, final = checkpoint_norms(model, states(), x, y, definition, cfg.grads.chunk_size,
-                                   batches, progress=True)
+                                   batches, progress=True,
+                                   other_every=cfg.grads.both_at_every_checkpoint)
     main_rows, other_rows = rows[definition], rows[other]
     save_npz(args.out, norms=main_rows[-1], norms_epoch=main_rows,
              epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,
@@ -61,7 +62,8 @@ def main() -> None:
                              **summarize(main_rows[-1], kind),
                              **summarize(main_rows[0], kind, "_early"),
                              **summarize(other_rows[-1], kind, f"_{other}"),
-                             **summarize(other_rows[0], kind, f"_{other}_early")})
+                             **(summarize(other_rows[0], kind, f"_{other}_early")
+                                if np.isfinite(other_rows[0]).all() else {})})
     with atomic_path(args.hist) as tmp:
         pd.DataFrame(histogram(main_rows[-1], kind)).to_csv(tmp, index=False, float_format="%.6g")
     log.info("median norm clean %.4g flipped %s (%s)", np.median(main_rows[-1][kind == 0]),

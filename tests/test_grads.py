@@ -164,7 +164,7 @@ def _tiny_arm(tmp_path: Path, arm: str) -> dict:
     pool = tmp_path / "pool.npz"
     np.savez(pool, x=rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
              y_train=rng.integers(0, 10, n), y_clean=rng.integers(0, 10, n), kind=kind)
-    raw = {"arms": [arm], "pool_size": n, "grads": {"chunk_size": 10},
+    raw = {"arms": [arm], "pool_size": n, "grads": {"chunk_size": 10, "both_at_every_checkpoint": True},
            "train": {"epochs": 2, "batch_size": 8, "checkpoints": [1], "device": "cpu",
                      "threads": 1}}
     cfg = config_from_dict(raw)

@@ -68,6 +68,7 @@ class RegConfig:
 class GradsConfig:
     definition: str = "eval"
     chunk_size: int = 256
+    both_at_every_checkpoint: bool = False
 
 
 @dataclass(frozen=True)
