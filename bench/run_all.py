@@ -2,6 +2,7 @@
 
     python bench/run_all.py            # all
     python bench/run_all.py attack     # only bench_attack.py (others keep their last results)
+    python bench/run_all.py --assemble # only rebuild BENCHMARKS.md from bench/results/
 """
 import datetime
 import os
@@ -25,10 +26,11 @@ def machine() -> str:
 
 def main() -> None:
     only = sys.argv[1:]
+    assemble_only = only == ["--assemble"]
     (HERE / "results").mkdir(exist_ok=True)
     for name in ORDER:
         script = HERE / f"bench_{name}.py"
-        if script.exists() and (not only or name in only):
+        if script.exists() and not assemble_only and (not only or name in only):
             print(f"== {script.name}", flush=True)
             subprocess.run([sys.executable, str(script)], check=True)
     parts = ["# Benchmarks", "",
