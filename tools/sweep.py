@@ -18,6 +18,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from bnmem.plots import colour  # noqa: E402
+
 COLUMNS = {  # (metrics file, path inside it) -> column label
     "auc_flipped": ("metrics/attack.json", ["lira_online", "flipped", "auc"]),
     "auc_ood": ("metrics/attack.json", ["lira_online", "ood", "auc"]),
@@ -82,8 +84,11 @@ def write(rows: list[dict], key: str, out: Path) -> None:
         rs = [r for r in rows if r["arm"] == arm]
         xs = [r[key] for r in rs]
         for ax, col in zip(axes, ("auc_flipped", "flipped_mem_acc", "test_acc")):
-            ax.plot(xs, [r[col] if r[col] is not None else float("nan") for r in rs], "-o", label=arm)
-            ax.set(xlabel=key, ylabel=col, xscale="symlog" if key == "reg_strength" else "linear")
+            ax.plot(xs, [r[col] if r[col] is not None else float("nan") for r in rs], "-o",
+                    color=colour(arm), label=arm)
+            ax.set(xlabel=key, ylabel=col)
+            if key == "reg_strength":  # 0 and log-spaced values on one axis
+                ax.set_xscale("symlog", linthresh=0.01)
     for ax in axes:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

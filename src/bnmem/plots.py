@@ -79,10 +79,12 @@ def grad_norms(norms: dict[str, np.ndarray], kind: np.ndarray, path: Path) -> Pa
         for k, name in KIND_NAMES.items():
             v = norms[arm][kind == k]
             if len(v):
-                ax.hist(v, bins=bins, density=True, histtype="step", lw=1.5,
-                        label=f"{name} (median {np.median(v):.3g})")
-        ax.set(xscale="log", xlabel="per-sample gradient norm (eval mode)", ylabel="density",
-               title=arm)
+                # share per log-spaced bin (density=True would divide by the linear bin width
+                # and visually shrink the wide bins at large norms)
+                ax.hist(v, bins=bins, weights=np.full(len(v), 1.0 / len(v)), histtype="step",
+                        lw=1.5, label=f"{name} (median {np.median(v):.3g})")
+        ax.set(xscale="log", xlabel="per-sample gradient norm (eval mode)",
+               ylabel="share of the kind's samples", title=arm)
         ax.legend(fontsize=7)
     return _save(fig, path)
 
