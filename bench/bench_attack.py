@@ -82,12 +82,15 @@ def baseline_rmia(logp, keep, t, pop, gamma):
 
 
 def main() -> None:
+    global C
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", type=int, default=64)
     p.add_argument("--samples", type=int, default=60000)
     p.add_argument("--baseline-targets", type=int, default=4)
+    p.add_argument("--classes", type=int, default=C, help="e.g. 100 for the CIFAR-100 memory bound")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "attack.md"))
     args = p.parse_args()
+    C = args.classes
     m, n, k = args.models, args.samples, args.baseline_targets
     rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["train", "grads", "attack", "pipeline"]
+ORDER = ["train", "grads", "attack", "attack_100", "pipeline"]
 
 
 def machine() -> str:

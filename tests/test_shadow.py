@@ -97,3 +97,27 @@ def test_stale_parts_are_not_reused(tiny):
     assert load_part(path, fingerprint("this recipe", "0")) is None
     path.write_bytes(b"garbage")
     assert load_part(path, fingerprint("other recipe", "0")) is None
+
+
+@pytest.mark.slow
+def test_two_shards_concurrently_equal_sequential(tiny):
+    """Shards are independent: run side by side in one workspace (as on two machines or
+    `dvc queue start -j 2`) they write the same files as run one after the other."""
+    recipe = yaml.safe_load((tiny / "recipe.yaml").read_text())
+    recipe["shadow"].update(shards=2, shard_ids=[0, 1])
+    (tiny / "recipe2.yaml").write_text(yaml.safe_dump(recipe))
+
+    def cmd(shard, out):
+        return [sys.executable, str(ROOT / "stages/shadow.py"), "--recipe", str(tiny / "recipe2.yaml"),
+                "--pool", str(tiny / "pool.npz"), "--shard", str(shard), "--out", str(out)]
+
+    procs = [subprocess.Popen(cmd(k, tiny / f"par_{k}.npz"), stderr=subprocess.PIPE) for k in (0, 1)]
+    assert all(p.wait() == 0 for p in procs)
+    for k in (0, 1):
+        assert subprocess.run(cmd(k, tiny / f"seq_{k}.npz"), capture_output=True).returncode == 0
+    for k in (0, 1):
+        a, b = (np.load(tiny / f"{m}_{k}.npz", allow_pickle=False) for m in ("par", "seq"))
+        for key in ("logits", "keep", "model_ids"):
+            np.testing.assert_array_equal(a[key], b[key])
+    ids = [np.load(tiny / f"seq_{k}.npz")["model_ids"] for k in (0, 1)]
+    np.testing.assert_array_equal(np.concatenate(ids), np.arange(6))
