@@ -15,6 +15,9 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "grads", "attack", "attack_100", "pipeline"]
+COMMANDS = {"attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
+                          "--out bench/results/attack_100.md",
+            "pipeline": "python bench/bench_pipeline.py --scaling"}
 
 
 def machine() -> str:
@@ -40,7 +43,8 @@ def main() -> None:
     for name in ORDER:
         res = HERE / "results" / f"{name}.md"
         if res.exists():
-            parts += [res.read_text().strip(), "", f"*Command: `python bench/bench_{name}.py`*", ""]
+            cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
+            parts += [res.read_text().strip(), "", f"*Command: `{cmd}`*", ""]
     (HERE.parent / "BENCHMARKS.md").write_text("\n".join(parts) + "\n")
 
 
