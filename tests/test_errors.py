@@ -104,3 +104,28 @@ def test_package_never_unpickles():
             assert "allow_pickle=False" in call, (path, call)
         for call in re.findall(r"torch\.load\([^)]*\)", text):
             assert "weights_only=True" in call, (path, call)
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04not really a zip", b"hello"])
+def test_truncated_or_foreign_pt(tmp_path, content):
+    """A weights file cut short or not a state_dict: one line naming it, exit 2."""
+    from bnmem.config import config_from_dict
+    from bnmem.pipeline import model_meta
+
+    n = 12
+    pool = tmp_path / "pool.npz"
+    np.savez(pool, x=np.zeros((n, 1, 28, 28), np.uint8), y_train=np.zeros(n, np.int64),
+             y_clean=np.zeros(n, np.int64), kind=np.zeros(n, np.int8))
+    raw = {**BASE, "arms": ["batchnorm"], "pool_size": 20}
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    model = tmp_path / "batchnorm.pt"
+    model.write_bytes(content)
+    meta = model_meta(config_from_dict(raw), "batchnorm", 1, 28) | {"checkpoints": [raw["train"]["epochs"]]}
+    (tmp_path / "batchnorm.json").write_text(__import__("json").dumps(meta))
+    res = run_stage("grads.py", "--recipe", str(recipe), "--pool", str(pool), "--model", str(model),
+                    "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "g.npz"),
+                    "--metrics", str(tmp_path / "g.json"), "--hist", str(tmp_path / "h.csv"))
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(model) in lines[0] and "not a readable weights file" in lines[0], res.stderr
