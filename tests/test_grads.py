@@ -68,13 +68,14 @@ def _loop_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.
     return out
 
 
+@pytest.mark.parametrize("method", ["vmap", "hooks"])
 @pytest.mark.parametrize("norm", NORMS)
 @pytest.mark.parametrize("arch", ARCHS)
-def test_vmap_matches_loop(arch: str, norm: str) -> None:
+def test_vmap_matches_loop(arch: str, norm: str, method: str) -> None:
     model = _model(arch, norm)
     x, y = _inputs(arch, 4)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    res = grad_norms(model, x, y, "eval", chunk_size=3)
+    res = grad_norms(model, x, y, "eval", chunk_size=3, method=method)
     ref = _loop_norms(model, x, y)
     np.testing.assert_allclose(res.norms, np.sqrt(ref.sum(0)), rtol=RTOL)
     np.testing.assert_allclose(res.layer_norms, np.sqrt(ref), rtol=RTOL, atol=1e-12)

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jacrev, vmap
 
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem import fastgrad
 from bnmem.models import bn_layers
 
 KINDS = (("clean", CLEAN), ("flipped", FLIPPED), ("ood", OOD))
@@ -126,8 +127,11 @@ def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 
 
 def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
-             groups: dict[str, list[str]], progress: bool) -> torch.Tensor:
+             groups: dict[str, list[str]], progress: bool, method: str = "auto") -> torch.Tensor:
+    """`eval` squared norms [L, n]: closed forms from one backward (bnmem.fastgrad) when
+    every layer has one (`auto`/`hooks`), else vmap(grad) (`vmap`, the reference)."""
     p = next(iter(model.parameters()))
+    use_hooks = method in ("auto", "hooks") and fastgrad.supported(model)
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     starts = range(0, len(x), chunk_size)
     if progress:
@@ -135,7 +139,10 @@ def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int
         starts = tqdm(starts, desc="grads eval", leave=False)
     for s in starts:
         xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
-        out[:, s:s + len(xc)] = _layer_sq(per_sample_grads(model, xc, yc), groups).cpu()
+        sq = fastgrad.hook_sq(model, xc, yc, groups) if use_hooks else None
+        if sq is None:
+            sq = _layer_sq(per_sample_grads(model, xc, yc), groups)
+        out[:, s:s + len(xc)] = sq.cpu()
     return out
 
 
@@ -161,7 +168,7 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 
 def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
                chunk_size: int = 256, batches: Sequence[np.ndarray] | None = None,
-               progress: bool = False) -> GradNorms:
+               progress: bool = False, method: str = "auto") -> GradNorms:
     """Per-sample gradient norms of cross-entropy over all trainable parameters.
 
     Args:
@@ -175,6 +182,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         chunk_size: samples per vmap call (eval); for batch, max(1, chunk_size // B)
             Jacobian rows per vmap call, i.e. about chunk_size sample passes at once.
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
+        method: `eval` computation: `auto` (closed forms, bnmem.fastgrad, when every layer
+            has one), `vmap` (torch.func vmap(grad), the reference) or `hooks`.
     """
     if definition not in ("eval", "batch"):
         raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
@@ -184,7 +193,7 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
             raise ValueError("definition batch: needs `batches`")
         sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress)
     else:
-        sq = _eval_sq(model, x, y, chunk_size, groups, progress)
+        sq = _eval_sq(model, x, y, chunk_size, groups, progress, method)
     return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
 
 
