@@ -14,17 +14,16 @@ from bnmem.data import preprocess
 from bnmem.io import load_json, load_npz, load_state, save_json
 from bnmem.pipeline import build
 from bnmem.report_md import render
-from bnmem.summary import gamma_push, matched_utility, median_ratio_ci, paired_acc_delta
+from bnmem.summary import gamma_push, matched_utility, paired_acc_delta, ratio_of_ratios_ci
 from bnmem.train import predict
 
 log = logging.getLogger("bnmem.report")
 
 
-def final_correct(models: Path, arm: str, x: torch.Tensor, y: np.ndarray) -> np.ndarray:
-    meta = load_json(models / f"{arm}.json")
+def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
     model = build(meta)
     model.load_state_dict(load_state(models / f"{arm}.pt"))
-    return predict(model, x).argmax(1).numpy() == y
+    return model
 
 
 def main() -> None:
@@ -46,7 +45,8 @@ def main() -> None:
     norms = {a: load_npz(Path(args.grads) / f"{a}.npz", ("norms",))["norms"] for a in arms}
     attack, deltas = load_json(args.attack), load_json(args.deltas)
     theory = load_json(args.theory)
-    correct = {a: final_correct(models, a, x, pool["y_train"]) for a in arms}
+    nets = {a: load_model(models, metas[a], a) for a in arms}
+    correct = {a: predict(nets[a], x).argmax(1).numpy() == pool["y_train"] for a in arms}
 
     summary: dict = {"equal_epoch": train, "matched_utility": matched_utility(curves)}
     pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
@@ -56,23 +56,20 @@ def main() -> None:
         d = {key: paired_acc_delta(correct[a], correct[b], kind == k, n_boot, rng)
              for key, k in (("clean_train_acc", CLEAN), ("flipped_mem_acc", FLIPPED),
                             ("ood_mem_acc", OOD))}
-        ra, rb = (median_ratio_ci(norms[arm], kind, FLIPPED, n_boot, rng) for arm in (a, b))
-        if ra and rb:
-            d["grad_ratio_flipped_clean_bn_over_none"] = {
-                "value": ra["value"] / rb["value"], "lo": ra["lo"] / rb["hi"], "hi": ra["hi"] / rb["lo"]}
+        ratio = ratio_of_ratios_ci(norms[a], norms[b], kind, FLIPPED, n_boot, rng)
+        if ratio:
+            d["grad_ratio_flipped_clean_bn_over_none"] = ratio
         for attack_name, subsets in (deltas.get(a, {}) if b == "none" else {}).items():
             for subset, row in subsets.items():
                 d[f"auc_{attack_name}_{subset}"] = row
         summary[f"delta_{a}_minus_{b}"] = d
     bn_layers = {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms}
-    shares = [np.mean(np.concatenate([r for r in bn_layers[a].values()]) > 1)
-              for a in ("batchnorm",) if bn_layers.get(a)]
-    summary["gamma_sigma_share_above_1"] = float(shares[0]) if shares else None
+    bn_ratios = list(bn_layers.get("batchnorm", {}).values())
+    summary["gamma_sigma_share_above_1"] = (
+        float(np.mean(np.concatenate(bn_ratios) > 1)) if bn_ratios else None)
     for a in arms:
         if bn_layers.get(a):
-            model = build(metas[a])
-            model.load_state_dict(load_state(models / f"{a}.pt"))
-            summary[f"gamma_push_{a}"] = gamma_push(model, x, pool["y_train"], {
+            summary[f"gamma_push_{a}"] = gamma_push(nets[a], x, pool["y_train"], {
                 "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
 
     out = Path(args.plots)

@@ -1,5 +1,6 @@
 """Bad input through the real stage CLIs: one line naming the key or file, exit status 2,
 nothing already computed touched. Also: no unpickling of anything read from disk."""
+import json
 import re
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_truncated_or_foreign_pt(tmp_path, content):
     model = tmp_path / "batchnorm.pt"
     model.write_bytes(content)
     meta = model_meta(config_from_dict(raw), "batchnorm", 1, 28) | {"checkpoints": [raw["train"]["epochs"]]}
-    (tmp_path / "batchnorm.json").write_text(__import__("json").dumps(meta))
+    (tmp_path / "batchnorm.json").write_text(json.dumps(meta))
     res = run_stage("grads.py", "--recipe", str(recipe), "--pool", str(pool), "--model", str(model),
                     "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "g.npz"),
                     "--metrics", str(tmp_path / "g.json"), "--hist", str(tmp_path / "h.csv"))

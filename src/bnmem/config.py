@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +114,7 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check `value` against the annotation `tp`; ints are accepted where floats are."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if origin is typing.Union or origin is getattr(__import__("types"), "UnionType", None):
+    if origin is typing.Union or origin is types.UnionType:
         if value is None and type(None) in args:
             return None
         (inner,) = [a for a in args if a is not type(None)]

@@ -65,13 +65,12 @@ def hook_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         return None
     modules = dict(model.named_modules())
     inputs: dict[str, torch.Tensor] = {}
-    grads: dict[str, torch.Tensor] = {}
+    outputs: dict[str, torch.Tensor] = {}
     handles = []
 
     def capture(name: str):
         def hook(module, args, out):
-            inputs[name] = args[0].detach()
-            out.register_hook(lambda g: grads.__setitem__(name, g.detach()))
+            inputs[name], outputs[name] = args[0].detach(), out
         return hook
 
     for name in groups:
@@ -81,9 +80,11 @@ def hook_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     try:
         with torch.enable_grad():
             loss = F.cross_entropy(model(x), y, reduction="sum")  # d(sum)/d out_i = d l_i / d out_i
-            torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+            # Only the layer outputs' gradients: autograd then skips every weight gradient.
+            deltas = torch.autograd.grad(loss, [outputs[n] for n in groups])
     finally:
         model.train(was)
         for h in handles:
             h.remove()
-    return torch.stack([_module_sq(modules[n], inputs[n], grads[n]) for n in groups])
+    return torch.stack([_module_sq(modules[n], inputs[n], d.detach())
+                        for n, d in zip(groups, deltas)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.corrupt import CLEAN
 
 
 def paired_acc_delta(correct_a: np.ndarray, correct_b: np.ndarray, mask: np.ndarray,
@@ -20,16 +20,25 @@ def paired_acc_delta(correct_a: np.ndarray, correct_b: np.ndarray, mask: np.ndar
     return {"value": float(diff.mean()), "lo": float(lo), "hi": float(hi)}
 
 
-def median_ratio_ci(norms: np.ndarray, kind: np.ndarray, num: int, n_boot: int,
-                    rng: np.random.Generator) -> dict | None:
-    """median(norm | kind=num) / median(norm | clean) with a bootstrap 95 % CI."""
-    a, b = norms[kind == num], norms[kind == CLEAN]
-    if a.size == 0 or b.size == 0:
+def ratio_of_ratios_ci(norms_a: np.ndarray, norms_b: np.ndarray, kind: np.ndarray, num: int,
+                       n_boot: int, rng: np.random.Generator) -> dict | None:
+    """[median(a|num)/median(a|clean)] / [same for b] with a paired bootstrap 95 % CI.
+
+    Both arms are resampled with the same indices (same pool samples), within each kind.
+    """
+    ia, ic = np.flatnonzero(kind == num), np.flatnonzero(kind == CLEAN)
+    if ia.size == 0 or ic.size == 0:
         return None
-    ra = np.median(a[rng.integers(0, a.size, (n_boot, a.size))], axis=1)
-    rb = np.median(b[rng.integers(0, b.size, (n_boot, b.size))], axis=1)
-    lo, hi = np.percentile(ra / rb, [2.5, 97.5])
-    return {"value": float(np.median(a) / np.median(b)), "lo": float(lo), "hi": float(hi)}
+
+    def stat(sel_a: np.ndarray, sel_c: np.ndarray) -> np.ndarray:
+        ra = np.median(norms_a[sel_a], -1) / np.median(norms_a[sel_c], -1)
+        rb = np.median(norms_b[sel_a], -1) / np.median(norms_b[sel_c], -1)
+        return ra / rb
+
+    boots = stat(ia[rng.integers(0, ia.size, (n_boot, ia.size))],
+                 ic[rng.integers(0, ic.size, (n_boot, ic.size))])
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"value": float(stat(ia, ic)), "lo": float(lo), "hi": float(hi)}
 
 
 def matched_utility(curves: dict[str, pd.DataFrame]) -> dict:
