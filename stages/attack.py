@@ -10,6 +10,7 @@ from bnmem import cli
 from bnmem.attack import load_shadow, memorization, run_attacks
 from bnmem.config import load_config
 from bnmem.io import InputError, atomic_path, load_npz, save_json, save_npz
+from bnmem.matched import load_epochs, matched_lira
 from bnmem.roc import ROC_GRID, bootstrap_weights, evaluate, paired_deltas
 
 log = logging.getLogger("bnmem.attack")
@@ -25,6 +26,7 @@ def main() -> None:
     p.add_argument("--scores-dir", required=True, help="output <arm>.npz per-sample scores")
     p.add_argument("--roc", required=True, help="output tidy ROC CSV")
     p.add_argument("--deltas", required=True, help="output JSON of arm - none differences")
+    p.add_argument("--matched", required=True, help="output JSON: LiRA at matched utility")
     args = p.parse_args()
     cfg = load_config(args.params)
     cli.setup(cfg.train.threads)
@@ -32,10 +34,11 @@ def main() -> None:
     pool = load_npz(args.pool, ("y_train", "kind"))
     identity = queries.index("identity") if "identity" in queries else 0
     boot = bootstrap_weights(pool["kind"], a.bootstrap, np.random.default_rng([cfg.seed, 0xB007]))
-    metrics, resamples, rows = {}, {}, []
+    metrics, resamples, rows, epochs = {}, {}, [], {}
     for arm in args.arms or cfg.arms:
         paths = [Path(args.shadow_dir) / arm / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
         sig = load_shadow(paths, pool["y_train"], identity)
+        epochs[arm] = load_epochs(paths, pool["kind"].size)
         if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
             raise InputError(f"{paths[0].parent}: {sig.phi.shape[0]} models x {sig.phi.shape[2]} "
                              f"queries, params want shadow.n_models={cfg.shadow.n_models} x "
@@ -54,6 +57,14 @@ def main() -> None:
         log.info("%s: AUC lira_online %s", arm, {k: v["auc"] and round(v["auc"], 4)
                                                  for k, v in metrics[arm]["lira_online"].items()})
     save_json(args.metrics, metrics)
+    tracked = {arm: e for arm, e in epochs.items() if e is not None}
+    if tracked and len(tracked) == len(epochs):
+        matched = matched_lira(tracked, pool["kind"], boot, a.offline_one_sided)
+        log.info("matched utility (clean IN acc %.3f): epochs %s", matched["target_clean_in_acc"],
+                 {arm: v["epoch"] for arm, v in matched["arms"].items()})
+    else:
+        matched = {"skipped": "shadow.track_epochs is false: no per-epoch shadow signals"}
+    save_json(args.matched, matched)
     save_json(args.deltas, paired_deltas(metrics, resamples, base="none"))
     with atomic_path(args.roc) as tmp:
         pd.concat(rows).to_csv(tmp, index=False, float_format="%.6g")

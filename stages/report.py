@@ -11,9 +11,10 @@ from bnmem import cli, plots
 from bnmem.config import load_config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
 from bnmem.data import preprocess
-from bnmem.io import load_json, load_npz, load_state, save_json
+from bnmem.io import InputError, load_json, load_npz, load_state, save_json
 from bnmem.pipeline import build
 from bnmem.report_md import render
+from bnmem.seeds import across_seeds, arm_record, seed_deltas
 from bnmem.summary import gamma_push, matched_utility, paired_acc_delta, ratio_of_ratios_ci
 from bnmem.train import predict
 
@@ -26,10 +27,40 @@ def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
     return model
 
 
+def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack: dict,
+                        matched: dict, bn_layers: dict, replicates: Path,
+                        pairs: list[tuple[str, str]]) -> dict:
+    """Every pair's deltas per seed (`seed` from this run's outputs, `seeds` from the
+    replicate stages' records) with their mean and 95 % t-interval across seeds."""
+    records = {cfg.seed: {}}
+    for a in arms:
+        ratios = [r for v in bn_layers.get(a, {}).values() for r in v]
+        records[cfg.seed][a] = arm_record(
+            curves[a].to_dict("records"), grads[a], attack[a]["lira_online"],
+            matched["arms"][a]["curve"] if "arms" in matched else None,
+            float(np.mean(np.asarray(ratios) > 1)) if ratios else None)
+    for s in cfg.seeds:
+        records[s] = {}
+        for a in arms:
+            rec = load_json(replicates / a / f"seed_{s}.json")
+            if rec.get("seed") != s or rec.get("arm") != a:
+                raise InputError(f"{replicates / a}/seed_{s}.json: holds arm {rec.get('arm')!r} "
+                                 f"seed {rec.get('seed')!r}; re-run replicate@{a}-{s}")
+            records[s][a] = rec["record"]
+    out: dict = {"seeds": sorted(records), "n": len(records)}
+    for a, b in pairs:
+        out[f"delta_{a}_minus_{b}"] = across_seeds(
+            {s: seed_deltas(r, a, b) for s, r in sorted(records.items())})
+    out["per_arm"] = {a: {k: {f"seed_{s}": records[s][a]["final"][k] for s in sorted(records)}
+                          for k in ("test_acc", "flipped_mem_acc")} for a in arms}
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     for name in ("params", "pool", "models", "curves", "grads", "attack", "deltas", "scores",
-                 "roc", "theory", "out-train", "out-grads", "out-summary", "plots", "report"):
+                 "roc", "theory", "matched", "replicates", "out-train", "out-grads",
+                 "out-summary", "plots", "report"):
         p.add_argument(f"--{name}", required=True)
     args = p.parse_args()
     cfg = load_config(args.params)
@@ -49,6 +80,12 @@ def main() -> None:
     correct = {a: predict(nets[a], x).argmax(1).numpy() == pool["y_train"] for a in arms}
 
     summary: dict = {"equal_epoch": train, "matched_utility": matched_utility(curves)}
+    matched = load_json(args.matched)
+    if "arms" in matched:  # LiRA at matched utility (shadow models), curves left to the plot
+        summary["matched_utility"]["lira"] = {
+            "target_clean_in_acc": matched["target_clean_in_acc"], "attack": matched["attack"],
+            **{a: {k: v for k, v in matched["arms"][a].items() if k != "curve"} for a in arms},
+            **{k: v for k, v in matched.items() if k.startswith("delta_")}}
     pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
     if "batchnorm_reg" in arms and "batchnorm" in arms:
         pairs.append(("batchnorm_reg", "batchnorm"))
@@ -72,6 +109,9 @@ def main() -> None:
             summary[f"gamma_push_{a}"] = gamma_push(nets[a], x, pool["y_train"], {
                 "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
 
+    summary["seeds"] = across_seed_summary(cfg, arms, curves, grads, attack, matched, bn_layers,
+                                           Path(args.replicates), pairs)
+
     out = Path(args.plots)
     scores = {a: load_npz(Path(args.scores) / f"{a}.npz", ("lira_online", "keep", "mem_score")) for a in arms}
     lira_in = {a: (s["mem_score"], np.nanmean(np.where(s["keep"], s["lira_online"], np.nan), axis=0))
@@ -83,6 +123,8 @@ def main() -> None:
         "gamma_sigma": plots.gamma_sigma_layers(bn_layers, out / "gamma_sigma.png"),
         "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, out / "mem_vs_lira.png"),
     }
+    if "arms" in matched:
+        figures["lira_vs_fit"] = plots.lira_vs_fit(matched, out / "lira_vs_fit.png")
     save_json(args.out_train, {a: {**train[a], "gamma_sigma": {
         k: {kk: vv for kk, vv in v.items() if kk != "ratio"} for k, v in metas[a].get("gamma_sigma", {}).items()}}
         for a in arms})

@@ -160,13 +160,16 @@ def test_loo_never_uses_target_as_its_own_shadow(m, balanced):
 
 # ---------------------------------------------------------------- shards
 
-def write_shadow(tmp_path, phi, keep, ids, labels, splits):
-    """Shards holding the models `splits` (lists of row indices) with the given ids."""
+def write_shadow(tmp_path, phi, keep, ids, labels, splits, epochs=None):
+    """Shards holding the models `splits` (lists of row indices) with the given ids;
+    `epochs` = (epoch_phi [m, E, N], epoch_correct [m, E, N]) adds the per-epoch arrays."""
     paths = []
     for k, rows in enumerate(splits):
         paths.append(tmp_path / f"shard_{k}.npz")
+        extra = {} if epochs is None else {"epoch_phi": epochs[0][rows].astype(np.float32),
+                                           "epoch_correct": epochs[1][rows]}
         save_npz(paths[-1], logits=as_logits(phi[rows], labels[None, :, None]),
-                 keep=keep[rows], model_ids=ids[rows].astype(np.int64))
+                 keep=keep[rows], model_ids=ids[rows].astype(np.int64), **extra)
     return paths
 
 
@@ -289,13 +292,19 @@ def test_attack_stage_end_to_end(tmp_path):
     for j, arm in enumerate(params["arms"]):
         keep = balanced_keep(rng, m, n)
         phi = rng.normal(size=(m, n, 2)) + (1 + j) * keep[..., None]
+        epochs = (rng.normal(size=(m, 3, n)) + keep[:, None], rng.random((m, 3, n)) < 0.9)
         write_shadow(tmp_path / "shadow" / arm, phi, keep, np.arange(m), labels,
-                     [[4, 5, 6, 7], [0, 1, 2, 3]])
+                     [[4, 5, 6, 7], [0, 1, 2, 3]], epochs)
     cmd = [sys.executable, str(ROOT / "stages" / "attack.py"), "--params", "params.yaml",
            "--pool", "pool.npz", "--shadow-dir", "shadow", "--metrics", "out/attack.json",
-           "--scores-dir", "out/scores", "--roc", "out/roc.csv", "--deltas", "out/deltas.json"]
+           "--scores-dir", "out/scores", "--roc", "out/roc.csv", "--deltas", "out/deltas.json",
+           "--matched", "out/matched.json"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    matched = json.loads((tmp_path / "out/matched.json").read_text())
+    assert set(matched["arms"]) == {"none", "batchnorm"}
+    assert len(matched["arms"]["none"]["curve"]) == 3
+    assert "matched" in matched["delta_batchnorm_minus_none"]
     met = json.loads((tmp_path / "out/attack.json").read_text())
     assert set(met["none"]) >= {"lira_online", "lira_offline", "lira_online_fixed",
                                 "lira_offline_fixed", "rmia"}
@@ -308,3 +317,34 @@ def test_attack_stage_end_to_end(tmp_path):
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "shard_1.npz: file not found" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_matched_lira_attacks_each_arm_at_its_matched_epoch():
+    """A fast arm reaches the common fit early; it is attacked at that epoch's signals, the
+    slow arm at its last epoch, and the final-epoch figures are reported beside them."""
+    from bnmem.matched import matched_lira
+    rng = np.random.default_rng(5)
+    m, n, e = 8, 300, 4
+    kind = np.repeat([0, 1, 2], [240, 40, 20]).astype(np.int8)
+    fit = {"none": [0.5, 0.6, 0.7, 0.8], "batchnorm": [0.6, 0.85, 0.95, 1.0]}
+    leak = {"none": [0.1, 0.2, 0.3, 0.4], "batchnorm": [0.2, 0.5, 1.0, 2.0]}
+    arrays = {}
+    for arm in fit:
+        keep = balanced_keep(rng, m, n)
+        phi = np.stack([rng.normal(size=(m, n)) + leak[arm][t] * keep for t in range(e)], 1)
+        correct = np.stack([rng.random((m, n)) < fit[arm][t] for t in range(e)], 1)
+        arrays[arm] = {"epoch_phi": phi, "epoch_correct": correct, "keep": keep}
+    boot = bootstrap_weights(kind, 30, np.random.default_rng(0))
+    out = matched_lira(arrays, kind, boot)
+    none, bn = out["arms"]["none"], out["arms"]["batchnorm"]
+    assert out["target_clean_in_acc"] == pytest.approx(none["curve"][-1]["clean_in_acc"])
+    assert none["epoch"] == 4 and bn["epoch"] == 2  # BN's fit passes ~0.8 at epoch 2
+    assert bn["clean_in_acc"] >= out["target_clean_in_acc"]
+    # the matched attack is the epoch-2 attack, weaker than BN's final one
+    assert bn["matched"]["all"]["auc"] == pytest.approx(bn["curve"][1]["auc_lira_online_identity"])
+    assert bn["matched"]["all"]["auc"] < bn["final"]["all"]["auc"]
+    assert none["matched"] == none["final"]
+    d = out["delta_batchnorm_minus_none"]
+    assert d["matched"]["all"]["auc"] == pytest.approx(bn["matched"]["all"]["auc"]
+                                                       - none["matched"]["all"]["auc"])
+    assert d["final"]["all"]["auc_lo"] <= d["final"]["all"]["auc"] <= d["final"]["all"]["auc_hi"]

@@ -45,6 +45,8 @@ def repo(tmp_path_factory) -> Path:
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     shutil.rmtree(work / "src" / "bnmem.egg-info", ignore_errors=True)
+    (work / "data" / "replicates").mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "replicates" / "README.md", work / "data" / "replicates")
     params = merge(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY)
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (work / ".gitignore").write_text("__pycache__/\n")
@@ -82,8 +84,22 @@ def test_repro_writes_contract_outputs(repo):
     for link in links:
         png = (repo / link).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, link
+    matched = json.loads((repo / "data/attack/matched.json").read_text())
+    assert [r["epoch"] for r in matched["arms"]["none"]["curve"]] == [1, 2]
+    assert 1 <= matched["arms"]["batchnorm"]["epoch"] <= 2
+    assert shard["epoch_phi"].shape == (4, 2, 200) and shard["epoch_correct"].dtype == bool
+    summary = json.loads((repo / "metrics/summary.json").read_text())
+    assert summary["seeds"]["n"] == 1 and "lira" in summary["matched_utility"]
     status = sh(repo, "dvc", "status").stdout
     assert "up to date" in status, status
+
+
+@pytest.mark.slow
+def test_plots_show_writes_html(repo, tmp_path):
+    sh(repo, "dvc", "plots", "show", "-o", str(tmp_path / "html"))
+    html = (tmp_path / "html" / "index.html").read_text()
+    for name in ("roc.png", "memorization.png", "lira_vs_fit.png", "memorization_vs_epoch"):
+        assert name in html, name
 
 
 @pytest.mark.slow
@@ -112,4 +128,31 @@ def test_reg_strength_reruns_only_the_reg_arm(repo):
                     or s.endswith("@none-0") or s.endswith("@batchnorm-0")}, ran
     finally:
         sh(repo, "git", "checkout", "-q", "params.yaml")
+        sh(repo, "dvc", "checkout", "-q")
+
+
+@pytest.mark.slow
+def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
+    sh(repo, "dvc", "repro")  # earlier tests may leave uncached recipes of other params
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["seeds"] = [1, 2]
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        sh(repo, "dvc", "repro", "configure")
+        dry = sh(repo, "dvc", "repro", "--dry").stdout
+        ran = {l.split("'")[1] for l in dry.splitlines() if l.startswith("Running stage")}
+        assert {f"replicate@{a}-{s}" for a in ("none", "batchnorm", "batchnorm_reg")
+                for s in (1, 2)} <= ran
+        assert not {s for s in ran if s.startswith(("train@", "shadow@", "grads@"))}, ran
+        sh(repo, "dvc", "repro")
+        rec = json.loads((repo / "data/replicates/batchnorm/seed_2.json").read_text())
+        assert rec["seed"] == 2 and len(rec["record"]["curve"]) == 2
+        seeds = json.loads((repo / "metrics/summary.json").read_text())["seeds"]
+        assert seeds["seeds"] == [0, 1, 2] and seeds["n"] == 3
+        auc = seeds["delta_batchnorm_minus_none"]["auc_lira_online_all"]
+        assert set(auc["values"]) == {"seed_0", "seed_1", "seed_2"}
+        assert auc["lo"] <= auc["mean"] <= auc["hi"] and len(set(auc["values"].values())) == 3
+        assert "## Across seeds" in (repo / "report.md").read_text()
+    finally:
+        sh(repo, "git", "checkout", "-q", "params.yaml", "dvc.lock")
         sh(repo, "dvc", "checkout", "-q")

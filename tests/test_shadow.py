@@ -93,8 +93,11 @@ def test_stale_parts_are_not_reused(tiny):
     """A part stamped by another recipe (e.g. other seed) is retrained, not reused."""
     from bnmem.shadow import fingerprint, load_part, save_part
     path = tiny / "stale" / "model_0.npz"
-    save_part(path, np.ones((3, 2, 10), np.float32), fingerprint("other recipe", "0"))
+    arrays = {"logits": np.ones((3, 2, 10), np.float32), "epoch_phi": np.ones((2, 3), np.float32)}
+    save_part(path, arrays, fingerprint("other recipe", "0"))
     assert load_part(path, fingerprint("this recipe", "0")) is None
+    back = load_part(path, fingerprint("other recipe", "0"))
+    assert set(back) == set(arrays) and all((back[k] == arrays[k]).all() for k in arrays)
     path.write_bytes(b"garbage")
     assert load_part(path, fingerprint("other recipe", "0")) is None
 

@@ -9,6 +9,7 @@ from bnmem.config import Config
 from bnmem.data import preprocess
 from bnmem.pipeline import build, fit, model_meta
 from bnmem.stacked import stack_states, train_stack, unstack_states
+from bnmem.train import predict
 
 N, K = 101, 3  # odd pool: subsets of 50 and 51 samples, so batch sizes differ by one
 
@@ -42,7 +43,7 @@ def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int =
 def _check(arm: str, atol: float = 1e-4, stack_kw: dict | None = None, **kw) -> None:
     cfg, meta, x, y, keep = _setup(arm, **kw)
     init_seeds, order_seeds = [11, 12, 13], [21, 22, 23]
-    states, hists = train_stack(cfg, arm, x, y, keep, meta, init_seeds, order_seeds,
+    states, hists, _ = train_stack(cfg, arm, x, y, keep, meta, init_seeds, order_seeds,
                                 **(stack_kw or {}))
     probe = x[:32]
     for j in range(K):
@@ -103,7 +104,7 @@ def test_matches_plain_loop_reg_float64(float64):
 
 def test_penalty_is_active():
     cfg, meta, x, y, keep = _setup("batchnorm_reg", epochs=1)
-    _, hists = train_stack(cfg, "batchnorm_reg", x, y, keep, meta, [1, 2, 3], [4, 5, 6])
+    _, hists, _ = train_stack(cfg, "batchnorm_reg", x, y, keep, meta, [1, 2, 3], [4, 5, 6])
     assert all(h[-1]["penalty"] > 0 for h in hists)
 
 
@@ -121,7 +122,7 @@ def test_step_counts_differ():
     cfg, meta, x, y, _ = _setup("batchnorm", n=65, epochs=1)
     keep = np.zeros((2, 65), dtype=bool)
     keep[0, :32], keep[1, 32:] = True, True
-    states, _ = train_stack(cfg, "batchnorm", x, y, keep, meta, [1, 2], [3, 4])
+    states, _, _ = train_stack(cfg, "batchnorm", x, y, keep, meta, [1, 2], [3, 4])
     for j in range(2):
         ref, _ = fit(cfg, "batchnorm", x[keep[j]], y[keep[j]], meta, [1, 2][j], [3, 4][j])
         for n, v in ref.state_dict().items():
@@ -140,6 +141,26 @@ def test_other_arch_falls_back_to_plain_loop():
     cfg, _, x, y, keep = _setup("batchnorm", n=40, epochs=1)
     cfg = dataclasses.replace(cfg, arch="resnet", model=dataclasses.replace(cfg.model, width=4))
     meta = model_meta(cfg, "batchnorm", 1, 28)
-    states, _ = train_stack(cfg, "batchnorm", x, y, keep[:1], meta, [1], [2])
+    states, _, _ = train_stack(cfg, "batchnorm", x, y, keep[:1], meta, [1], [2])
     ref, _ = fit(cfg, "batchnorm", x[keep[0]], y[keep[0]], meta, 1, 2)
     assert all(torch.equal(states[0][n], v) for n, v in ref.state_dict().items())
+
+
+@pytest.mark.parametrize("arm", ["none", "batchnorm", "groupnorm"])
+def test_tracked_eval_logits_match_the_trained_models(arm):
+    # the per-epoch eval pass (running statistics) of the stack equals model.eval() on the
+    # unstacked model at the last epoch, and tracking leaves the training untouched
+    cfg, meta, x, y, keep = _setup(arm, epochs=2)
+    states, _, tracked = train_stack(cfg, arm, x, y, keep, meta, [1, 2, 3], [4, 5, 6],
+                                     track=lambda logits: logits.clone())
+    plain, _, untracked = train_stack(cfg, arm, x, y, keep, meta, [1, 2, 3], [4, 5, 6])
+    assert untracked == [[], [], []]
+    for j in range(K):
+        assert len(tracked[j]) == cfg.train.epochs
+        assert tracked[j][0].shape == (N, 10)
+        assert not torch.allclose(tracked[j][0], tracked[j][1])  # the epochs differ
+        model = build(meta)
+        model.load_state_dict(states[j])
+        torch.testing.assert_close(tracked[j][-1], predict(model, x), atol=1e-4, rtol=1e-4)
+        for n in states[j]:
+            torch.testing.assert_close(states[j][n], plain[j][n], atol=0, rtol=0)

@@ -80,6 +80,7 @@ class ShadowConfig:
     queries: tuple[str, ...] = ("identity", "hflip")
     workers: int = 2
     chunk: int = 8
+    track_epochs: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Config:
     ood_rate: float = 0.01
     reg_strength: float = 1.0
     seed: int = 0
+    seeds: tuple[int, ...] = ()
     pool_size: int = 2000
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -181,6 +183,9 @@ def validate(cfg: Config) -> Config:
            cfg.noise_rate + cfg.ood_rate)
     _check(cfg.reg_strength >= 0, "reg_strength", "a number >= 0", cfg.reg_strength)
     _check(cfg.seed >= 0, "seed", "an integer >= 0", cfg.seed)
+    _check(all(v >= 0 for v in cfg.seeds), "seeds", "a list of integers >= 0", list(cfg.seeds))
+    _check(len(set(cfg.seeds)) == len(cfg.seeds) and cfg.seed not in cfg.seeds, "seeds",
+           f"distinct extra seeds, none equal to seed={cfg.seed}", list(cfg.seeds))
     _check(cfg.pool_size >= 20, "pool_size", "an integer >= 20", cfg.pool_size)
     _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
     _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
@@ -250,6 +255,7 @@ def arm_recipe(cfg: Config, arm: str) -> dict:
         raise ConfigError(f"arms: {arm!r} is not in arms {list(cfg.arms)}")
     raw = dataclasses.asdict(cfg)
     raw["arms"] = [arm]
+    raw["seeds"] = []  # replicate stages pass their seed explicitly
     if arm != "batchnorm_reg":
         default = Config()
         raw["reg_strength"] = default.reg_strength

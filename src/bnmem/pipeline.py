@@ -49,3 +49,41 @@ def fit(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, meta: dict, ini
 
 def tensors(pool: dict[str, np.ndarray], dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
     return preprocess(pool["x"], dataset), torch.as_tensor(pool["y_train"])
+
+
+def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[str, np.ndarray],
+                 on_epoch=None, progress: bool = False) -> tuple[nn.Module, list[dict], dict]:
+    """Train an arm's target model on the whole pool (init and batch order from cfg.seed),
+    measuring memorization and gamma/sigma after every epoch (eval mode).
+
+    `on_epoch(epoch, model, record)` runs after the measurements (e.g. to save a
+    checkpoint). Returns (model, history, meta): meta is the `<arm>.json` content, with
+    the final metrics and the per-channel gamma/sigma.
+    """
+    from bnmem.evaluate import epochs_to, gamma_sigma, memorization
+    from bnmem.train import predict
+
+    x, y = tensors(pool, cfg.dataset)
+    x_test = preprocess(test["x"], cfg.dataset)
+    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+
+    def measure(epoch: int, model: nn.Module, rec: dict) -> None:
+        rec.update(memorization(predict(model, x), pool["y_train"], pool["kind"],
+                                predict(model, x_test), test["y"]))
+        bn = gamma_sigma(model)
+        if bn:
+            # torch median: the lower middle value for an even number of layers
+            rec["median_gamma_sigma"] = float(torch.tensor([v["median_ratio"] for v in bn.values()]).median())
+            rec["share_gamma_sigma_above_1"] = sum(v["share_above_1"] for v in bn.values()) / len(bn)
+        if on_epoch is not None:
+            on_epoch(epoch, model, rec)
+
+    model, history = fit(cfg, arm, x, y, meta, init_seed=cfg.seed, order_seed=cfg.seed,
+                         on_epoch=measure, progress=progress)
+    final = {k: v for k, v in history[-1].items() if k not in ("epoch", "lr", "seconds")}
+    final["epochs_to_mem_50"] = epochs_to(history, "flipped_mem_acc", 0.5)
+    meta.update(metrics=final,  # wall time kept out of metrics: metrics must be byte-stable
+                train_seconds=round(sum(r["seconds"] for r in history), 2),
+                checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
+                gamma_sigma=gamma_sigma(model))
+    return model, history, meta

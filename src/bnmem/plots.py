@@ -122,3 +122,27 @@ def mem_vs_lira(points: dict[str, tuple[np.ndarray, np.ndarray]], kind: np.ndarr
                ylabel="mean LiRA online score when IN", title=arm)
         ax.legend(fontsize=7, markerscale=2)
     return _save(fig, path)
+
+
+def lira_vs_fit(matched: dict, path: Path) -> Path:
+    """Shadow models per epoch: LiRA AUC (online, identity query) vs epoch and vs their
+    clean fit, matched points circled and the common fit target as a vertical line."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for arm, a in matched["arms"].items():
+        c, cur = colour(arm), a["curve"]
+        fit = [r["clean_in_acc"] for r in cur]
+        auc = [r["auc_lira_online_identity"] for r in cur]
+        axes[0].plot([r["epoch"] for r in cur], auc, "-o", ms=3, color=c, label=arm)
+        axes[1].plot(fit, auc, "-o", ms=3, color=c,
+                     label=f"{arm}: AUC {auc[a['epoch'] - 1]:.3f} at epoch {a['epoch']}")
+        axes[1].plot(fit[a["epoch"] - 1], auc[a["epoch"] - 1], "o", ms=10, mfc="none", color=c)
+    axes[1].axvline(matched["target_clean_in_acc"], color="k", ls="--", lw=0.8,
+                    label=f"matched fit {matched['target_clean_in_acc']:.3f}")
+    axes[0].set(xlabel="epoch", ylabel="LiRA AUC (all samples)", title="leakage vs epoch")
+    axes[1].set(xlabel="shadow clean train accuracy (IN samples)", ylabel="LiRA AUC (all samples)",
+                title="leakage at matched fit")
+    for ax in axes:
+        ax.axhline(0.5, color="grey", lw=0.6)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, path)

@@ -58,6 +58,26 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           f"{mu['target_clean_train_acc']:.3f} (the lower of the arms' final values):", ""]
     L += [f"- `{a}`: epoch {mu[a]['epoch']}, flipped_mem_acc {_f(mu[a]['flipped_mem_acc'])}, "
           f"ood_mem_acc {_f(mu[a]['ood_mem_acc'])}" for a in arms]
+    lira = mu.get("lira")
+    if lira:
+        L += ["", f"**LiRA at matched utility.** Shadow models are queried after every epoch; "
+              f"each arm is attacked (online LiRA, identity query, leave-one-out) at the first "
+              f"epoch its shadows' clean train accuracy on their IN samples reaches "
+              f"{lira['target_clean_in_acc']:.3f} (the lower of the arms' final values), and "
+              "at its final epoch with the same attack:", "",
+              "| arm | matched epoch | shadow clean fit | AUC all at matched fit | AUC all at final epoch |",
+              "|---|---|---|---|---|"]
+        L += [f"| {a} | {lira[a]['epoch']} | {_f(lira[a]['clean_in_acc'])} | "
+              f"{_ci(lira[a]['matched']['all'], 'auc')} | {_ci(lira[a]['final']['all'], 'auc')} |"
+              for a in arms]
+        for key, d in lira.items():
+            if key.startswith("delta_") and d.get("matched", {}).get("all", {}).get("auc") is not None:
+                name = key[len("delta_"):].replace("_minus_", " - ")
+                L.append(f"\n{name}: {100 * d['matched']['all']['auc']:+.2f} points "
+                         f"[{100 * d['matched']['all']['auc_lo']:+.2f}, "
+                         f"{100 * d['matched']['all']['auc_hi']:+.2f}] at matched fit, "
+                         f"{100 * d['final']['all']['auc']:+.2f} at the final epoch.")
+        L += ["", f"![LiRA vs fit]({rel['lira_vs_fit']})"]
     L += ["", f"![memorization]({rel['memorization']})", "",
           "## Membership inference (LiRA online, leave-one-out over shadow models)", "",
           "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR@1e-3 all |", "|---|---|---|---|---|---|"]
@@ -96,15 +116,60 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           f"{_f(theory.get('ratio_measured_over_predicted'))}, fitted exponent of the "
           f"growth ratio in gamma/sigma {_f(theory.get('fitted_exponent'))} (predicted 2). "
           "See `plots/theory.png`.", "",
+          *_seeds_section(summary.get("seeds", {})),
           "## Caveats", "",
-          "- One seed by default: CIs are over samples, not over training runs.",
+          "- One seed by default (`seeds: []`): CIs are then over samples, not over training "
+          "runs; `seeds: [1, 2]` adds replicates and the section above gives t-intervals "
+          "across seeds.",
           "- Gradient norms use the eval-mode definition (running statistics, each loss depends "
           "on its own input only); the batch-coupled definition is in `metrics/grads.json`.",
           "- The gamma/sigma regularizer is our own form (the paper gives none): "
           "reg_strength x mean over BN channels of relu(|gamma|/sigma_B - target)^2.",
           "- Equal-epoch comparisons favour the faster-fitting arm; the matched-utility rows "
-          "compare at equal clean fit. LiRA is measured at the final epoch only.",
+          "compare at equal clean fit (target models for memorization, shadow models for "
+          "LiRA, where only the identity query is recorded per epoch).",
           "- Small default scale (LeNet, 2 000-sample pool) so the pipeline runs in minutes on a "
           "laptop CPU; the paper's CIFAR/ResNet scale is described in README.md."]
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(L) + "\n")
+
+
+_SEED_ROWS = (("flipped_mem_acc", "flipped_mem_acc (final)", 100),
+              ("ood_mem_acc", "ood_mem_acc (final)", 100),
+              ("test_acc", "test acc", 100),
+              ("matched_flipped_mem_acc", "flipped_mem_acc at matched fit", 100),
+              ("auc_lira_online_all", "LiRA AUC all", 100),
+              ("auc_lira_online_clean", "LiRA AUC clean", 100),
+              ("auc_lira_online_flipped", "LiRA AUC flipped", 100),
+              ("matched_auc_lira_online_identity_all", "LiRA AUC at matched shadow fit", 100),
+              ("grad_ratio_flipped_clean_ratio", "gradient flipped/clean ratio, arm / base", 1))
+
+
+def _seeds_section(seeds: dict) -> list[str]:
+    """Markdown for the across-seed table (empty list without the summary section)."""
+    if not seeds:
+        return []
+    n = seeds["n"]
+    L = ["## Across seeds", "",
+         f"Seeds {', '.join(str(s) for s in seeds['seeds'])} (the pool is fixed by `seed`; "
+         "each seed retrains every target and shadow model). Mean over seeds with a "
+         "Student-t 95 % interval" + (" (needs two or more seeds)" if n < 2 else "") +
+         "; differences in points except the gradient ratio.", ""]
+    pairs = [k for k in seeds if k.startswith("delta_")]
+    L += ["| figure | " + " | ".join(k[len("delta_"):].replace("_minus_", " - ") for k in pairs) + " |",
+          "|---|" + "---|" * len(pairs)]
+    for key, label, scale in _SEED_ROWS:
+        cells = []
+        for pk in pairs:
+            d = seeds[pk].get(key) or {}
+            if d.get("mean") is None:
+                cells.append("n/a")
+                continue
+            f = "+.2f" if scale != 1 else ".2f"  # differences signed, the ratio not
+            cell = f"{d['mean'] * scale:{f}}"
+            if d.get("lo") is not None:
+                cell += f" [{d['lo'] * scale:{f}}, {d['hi'] * scale:{f}}]"
+            per = ", ".join(f"{v * scale:{f[:-3]}.1f}" for v in d["values"].values())
+            cells.append(f"{cell} ({per})" if n > 1 else cell)
+        L.append(f"| {label} | " + " | ".join(cells) + " |")
+    return L + [""]

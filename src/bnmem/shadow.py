@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bnmem.io import load_npz, save_npz
+from bnmem.io import save_npz
+from bnmem.margin import logit_margin
 from bnmem.train import predict
 
 log = logging.getLogger(__name__)
@@ -78,16 +80,81 @@ def fingerprint(*parts: bytes | str) -> str:
     return h.hexdigest()[:32]
 
 
-def load_part(path: Path, stamp: str) -> np.ndarray | None:
-    """Logits of a finished model from an earlier, killed run, if it matches `stamp`."""
+def load_part(path: Path, stamp: str) -> dict[str, np.ndarray] | None:
+    """Arrays of a finished model from an earlier, killed run, if it matches `stamp`."""
     if not path.is_file():
         return None
     try:
-        part = load_npz(path, ("logits", "stamp"))
+        with np.load(path, allow_pickle=False) as z:
+            part = {k: z[k] for k in z.files}
     except Exception:  # a part cut short by the kill: retrain that model
         return None
-    return part["logits"] if str(part["stamp"]) == stamp else None
+    if "stamp" not in part or str(part.pop("stamp")) != stamp:
+        return None
+    return part
 
 
-def save_part(path: Path, logits: np.ndarray, stamp: str) -> None:
-    save_npz(path, logits=logits, stamp=np.array(stamp))
+def save_part(path: Path, arrays: dict[str, np.ndarray], stamp: str) -> None:
+    save_npz(path, **arrays, stamp=np.array(stamp))
+
+
+def epoch_signals(labels: torch.Tensor):
+    """A train_stack `track`: eval logits [N, C] -> (phi float32 [N], correct bool [N]),
+    the identity-query LiRA signal and whether the training label is predicted."""
+    y = labels.numpy()
+
+    def track(logits: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        z = logits.numpy()
+        return logit_margin(z, y).astype(np.float32), z.argmax(1) == y
+    return track
+
+
+def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
+                  ids: np.ndarray, parts: Path, base: str, progress: str = "") -> dict:
+    """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix).
+
+    Models train `cfg.shadow.chunk` at a time (bnmem.stacked); each finished model's
+    arrays are saved under `parts` stamped with fingerprint(base, id), so a rerun after a
+    kill trains only the missing ones. Returns the shard arrays: logits [m, N, Q, C],
+    keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi [m, E, N] float32
+    and epoch_correct [m, E, N] bool (identity query, eval mode, after every epoch).
+    """
+    from tqdm import tqdm
+
+    from bnmem.pipeline import build, model_meta
+    from bnmem.stacked import train_stack
+
+    s = cfg.shadow
+    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    stamp = {int(j): fingerprint(base, str(j)) for j in ids}
+    done = {int(j): load_part(parts / f"model_{j}.npz", stamp[int(j)]) for j in ids}
+    todo = [j for j in done if done[j] is None]
+    log.info("%s %s: %d models, %d resumed", arm, progress, len(ids), len(ids) - len(todo))
+    track = epoch_signals(y) if s.track_epochs else None
+    bar = tqdm(total=len(todo), desc=f"shadow {arm} {progress}".strip())
+    for k in range(0, len(todo), s.chunk):
+        chunk, t0 = todo[k:k + s.chunk], time.perf_counter()
+        seeds = [model_seeds(cfg.seed, j) for j in chunk]
+        states, hists, tracked = train_stack(cfg, arm, x, y, keep[chunk], meta,
+                                             [a for a, _ in seeds], [b for _, b in seeds],
+                                             workers=s.workers, track=track)
+        for j, state, hist, tr in zip(chunk, states, hists, tracked):
+            model = build(meta)
+            model.load_state_dict(state)
+            arrays = {"logits": query(model, x, s.queries)}
+            if track is not None:
+                arrays["epoch_phi"] = np.stack([p for p, _ in tr])
+                arrays["epoch_correct"] = np.stack([c for _, c in tr])
+            save_part(parts / f"model_{j}.npz", arrays, stamp[j])
+            done[j] = arrays
+            log.info("%s model %d: %d samples, final loss %.4f", arm, j, keep[j].sum(),
+                     hist[-1]["loss"])
+        log.info("%s: %d models in %.1f s", arm, len(chunk), time.perf_counter() - t0)
+        bar.update(len(chunk))
+    bar.close()
+    out = {"logits": np.stack([done[int(j)]["logits"] for j in ids]).astype(np.float32),
+           "keep": keep[ids], "model_ids": np.asarray(ids, dtype=np.int64)}
+    if s.track_epochs:
+        out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
+        out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
+    return out

@@ -110,6 +110,10 @@ def claims_table(summary: dict, noise_rate: float, ood_rate: float) -> list[tupl
          "lower final clean train acc; point estimate, no CI; 'reproduced' needs >= 5 points)",
          _matched(summary.get("matched_utility", {})),
          _matched_verdict(summary.get("matched_utility", {}))),
+        ("... and BN's LiRA AUC is higher at matched shadow fit (online LiRA, identity query, "
+         "each arm's shadows at the first epoch they reach the lower final clean fit; points)",
+         _matched_lira(summary.get("matched_utility", {}).get("lira", {})),
+         verdict(_lira_delta(summary.get("matched_utility", {}).get("lira", {})), "auc")),
         ("BN memorizes OOD images more (ood_mem_acc, BN - none, points)",
          _fmt(d.get("ood_mem_acc"), pct=True), verdict(d.get("ood_mem_acc"))),
         ("Corrupted samples have larger gradient norms under BN (flipped/clean median ratio, BN / none)",
@@ -129,7 +133,32 @@ def claims_table(summary: dict, noise_rate: float, ood_rate: float) -> list[tupl
          "not measured" if not reg.get("flipped_mem_acc") else
          ("reproduced" if reg["flipped_mem_acc"]["hi"] < 0 else "not reproduced")),
     ]
+    seeds = summary.get("seeds", {})
+    across = seeds.get("delta_batchnorm_minus_none", {})
+    if seeds.get("n", 1) > 1 and across:
+        for key, label, thr in (("flipped_mem_acc", "flipped_mem_acc", 0.0),
+                                ("auc_lira_online_all", "LiRA AUC all samples", need / 100),
+                                ("matched_auc_lira_online_identity_all",
+                                 "LiRA AUC at matched shadow fit", 0.0)):
+            row = across.get(key) or {}
+            rows.append((f"Across {seeds['n']} seeds: BN - none {label} (mean, t-interval, points)",
+                         _fmt({"value": row.get("mean"), "lo": row.get("lo"), "hi": row.get("hi")},
+                              pct=True) if row.get("mean") is not None else "n/a",
+                         verdict({"value": row.get("mean"), "lo": row.get("lo")}, threshold=thr)))
     return rows
+
+
+def _lira_delta(lira: dict) -> dict | None:
+    return ((lira.get("delta_batchnorm_minus_none") or {}).get("matched") or {}).get("all")
+
+
+def _matched_lira(lira: dict) -> str:
+    d = _lira_delta(lira)
+    if not d or d.get("auc") is None:
+        return "n/a"
+    return (f"{_fmt(d, 'auc', pct=True)} (epoch {lira['batchnorm']['epoch']} vs "
+            f"{lira['none']['epoch']}; at the final epoch "
+            f"{_fmt(lira['delta_batchnorm_minus_none']['final']['all'], 'auc', pct=True)})")
 
 
 def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
