@@ -50,7 +50,8 @@ def main() -> None:
     other = "batch" if definition == "eval" else "eval"
     rows, final = checkpoint_norms(model, states(), x, y, definition, cfg.grads.chunk_size,
                                    batches, progress=True,
-                                   other_every=cfg.grads.both_at_every_checkpoint)
+                                   other_every=cfg.grads.both_at_every_checkpoint,
+                                   workers=cfg.grads.workers)
     main_rows, other_rows = rows[definition], rows[other]
     save_npz(args.out, norms=main_rows[-1], norms_epoch=main_rows,
              epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,

@@ -48,7 +48,8 @@ def main() -> None:
     log.info("%s seed %d: target trained, flipped_mem_acc %.3f", arm, cfg.seed,
              history[-1]["flipped_mem_acc"] or 0)
     batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
-    norms = grad_norms(model, x, y, cfg.grads.definition, cfg.grads.chunk_size, batches).norms
+    norms = grad_norms(model, x, y, cfg.grads.definition, cfg.grads.chunk_size, batches,
+                       workers=cfg.grads.workers).norms
 
     s = cfg.shadow
     keep = keep_matrix(s.n_models, len(y), cfg.seed)

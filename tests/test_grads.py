@@ -143,6 +143,20 @@ def test_chunking_invariant(definition: str) -> None:
     np.testing.assert_allclose(many.layer_norms, one.layer_norms, rtol=1e-12, atol=1e-15)
 
 
+def test_batch_workers_give_the_same_norms() -> None:
+    # threads of one torch thread each over disjoint batches, a model copy per thread
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 12)
+    batches = batch_order(len(y), 4, 1, seed=5)[0]
+    one = grad_norms(model, x, y, "batch", batches=batches)
+    threads = torch.get_num_threads()
+    two = grad_norms(model, x, y, "batch", batches=batches, workers=2)
+    assert torch.get_num_threads() == threads  # restored
+    # equal up to the summation order of a different intra-op thread count
+    np.testing.assert_allclose(two.norms, one.norms, rtol=1e-10)
+    np.testing.assert_allclose(two.layer_norms, one.layer_norms, rtol=1e-10, atol=1e-14)
+
+
 def test_summarize_and_histogram() -> None:
     norms = np.array([1.0, 2.0, 3.0, 10.0, 20.0, 0.0])
     kind = np.array([0, 0, 0, 1, 1, 0], dtype=np.int8)

@@ -124,3 +124,29 @@ def test_two_shards_concurrently_equal_sequential(tiny):
             np.testing.assert_array_equal(a[key], b[key])
     ids = [np.load(tiny / f"seq_{k}.npz")["model_ids"] for k in (0, 1)]
     np.testing.assert_array_equal(np.concatenate(ids), np.arange(6))
+
+
+@pytest.mark.parametrize("norm, arch", [("batchnorm", "lenet"), ("none", "lenet"),
+                                        ("groupnorm", "lenet"), ("batchnorm", "resnet")])
+def test_query_states_equals_querying_each_model(norm, arch):
+    """The stacked eval pass (BN folded into the weights) gives each model's own logits."""
+    from bnmem.pipeline import build
+    from bnmem.shadow import query, query_states
+    torch.manual_seed(0)
+    meta = {"arch": arch, "norm": norm, "num_classes": 10, "in_channels": 1, "width": 4,
+            "image_size": 28}
+    states = []
+    for seed in range(3):
+        model = build(meta, seed=seed)
+        for m in model.modules():  # non-trivial running statistics and affine parameters
+            if isinstance(m, torch.nn.BatchNorm2d | torch.nn.BatchNorm1d):
+                m.running_mean.uniform_(-1, 1), m.running_var.uniform_(0.5, 2)
+                m.weight.data.uniform_(0.5, 2)
+        states.append(model.state_dict())
+    x = torch.randn(37, 1, 28, 28)
+    got = query_states(meta, states, x, ("identity", "hflip"))
+    assert got.shape == (3, 37, 2, 10) and got.dtype == np.float32
+    for j, state in enumerate(states):
+        model = build(meta)
+        model.load_state_dict(state)
+        np.testing.assert_allclose(got[j], query(model, x, ("identity", "hflip")), atol=1e-4, rtol=1e-4)

@@ -6,11 +6,8 @@ import sys
 import time
 from typing import Callable
 
-import torch
-
 from bnmem.config import ConfigError
-from bnmem.data import DataError
-from bnmem.io import InputError
+from bnmem.io import DataError, InputError
 
 log = logging.getLogger("bnmem")
 
@@ -23,6 +20,8 @@ def setup(threads: int = 0) -> None:
     count. On CUDA we also ask torch for deterministic algorithms; on the CPU that call
     only costs seconds of start-up (it imports the compiler stack) and changes nothing.
     """
+    import torch  # here, so torch-free stages (configure) start in a fraction of a second
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr)
     if torch.cuda.is_available():

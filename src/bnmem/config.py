@@ -70,6 +70,7 @@ class GradsConfig:
     definition: str = "eval"
     chunk_size: int = 256
     both_at_every_checkpoint: bool = False
+    workers: int = 2
 
 
 @dataclass(frozen=True)
@@ -206,6 +207,7 @@ def validate(cfg: Config) -> Config:
     _check(g.definition in GRAD_DEFINITIONS, "grads.definition", " | ".join(GRAD_DEFINITIONS),
            g.definition)
     _check(g.chunk_size >= 1, "grads.chunk_size", "an integer >= 1", g.chunk_size)
+    _check(g.workers >= 1, "grads.workers", "an integer >= 1", g.workers)
     s = cfg.shadow
     _check(s.n_models >= 4 and s.n_models % 2 == 0, "shadow.n_models", "an even integer >= 4",
            s.n_models)

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bnmem.io import DataError  # noqa: F401 (re-exported; lives in io so cli needs no torch)
+
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
 OOD_SOURCE = {"fashion_mnist": "mnist", "mnist": "fashion_mnist",
@@ -29,10 +31,6 @@ _STATS = {
     "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
 }
-
-
-class DataError(FileNotFoundError):
-    """A dataset that is missing or unreadable; the message says how to get it."""
 
 
 @dataclass(frozen=True)

@@ -148,27 +148,53 @@ def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int
 
 def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
               batches: Sequence[np.ndarray], chunk_size: int, groups: dict[str, list[str]],
-              progress: bool) -> torch.Tensor:
+              progress: bool, workers: int = 1) -> torch.Tensor:
     flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
     if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
         raise ValueError("batches: must hold every sample index exactly once")
     p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    bar = None
     if progress:
         from tqdm import tqdm
-        batches = tqdm(batches, desc="grads batch", leave=False)
-    for idx in batches:
-        idx_t = torch.as_tensor(np.asarray(idx))
-        xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
-        # chunk_size counts sample passes: each Jacobian row is a backward through all B.
-        rows = batch_grads(model, xb, yb, max(1, chunk_size // len(idx_t)))
-        out[:, idx_t] = _layer_sq(rows, groups).cpu()
+        bar = tqdm(total=len(batches), desc="grads batch", leave=False)
+
+    def run(part: Sequence[np.ndarray], net: nn.Module) -> None:
+        for idx in part:
+            idx_t = torch.as_tensor(np.asarray(idx))
+            xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
+            # chunk_size counts sample passes: each Jacobian row is a backward through all B.
+            rows = batch_grads(net, xb, yb, max(1, chunk_size // len(idx_t)))
+            out[:, idx_t] = _layer_sq(rows, groups).cpu()  # disjoint columns per batch
+            if bar is not None:
+                bar.update(1)
+
+    workers = min(workers, len(batches)) if p.device.type == "cpu" else 1
+    if workers <= 1:
+        run(batches, model)
+    else:  # functional_call swaps a module's parameters: one copy of the model per thread
+        import copy
+        from concurrent.futures import ThreadPoolExecutor
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+        def job(k: int) -> None:
+            torch.set_num_threads(1)  # per OS thread too
+            run(batches[k::workers], copy.deepcopy(model))
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                list(pool.map(job, range(workers)))
+        finally:
+            torch.set_num_threads(threads)
+    if bar is not None:
+        bar.close()
     return out
 
 
 def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
                chunk_size: int = 256, batches: Sequence[np.ndarray] | None = None,
-               progress: bool = False, method: str = "auto") -> GradNorms:
+               progress: bool = False, method: str = "auto", workers: int = 1) -> GradNorms:
     """Per-sample gradient norms of cross-entropy over all trainable parameters.
 
     Args:
@@ -184,6 +210,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
         method: `eval` computation: `auto` (closed forms, bnmem.fastgrad, when every layer
             has one), `vmap` (torch.func vmap(grad), the reference) or `hooks`.
+        workers: `batch` on CPU: batches computed side by side by this many threads, one
+            torch thread and one model copy each (the batches are independent).
     """
     if definition not in ("eval", "batch"):
         raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
@@ -191,7 +219,7 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
     if definition == "batch" and has_batchnorm(model):
         if batches is None:
             raise ValueError("definition batch: needs `batches`")
-        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress)
+        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers)
     else:
         sq = _eval_sq(model, x, y, chunk_size, groups, progress, method)
     return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
@@ -199,8 +227,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
 
 def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
                      definition: str, chunk_size: int, batches: Sequence[np.ndarray],
-                     progress: bool = False,
-                     other_every: bool = True) -> tuple[dict[str, np.ndarray], GradNorms]:
+                     progress: bool = False, other_every: bool = True,
+                     workers: int = 1) -> tuple[dict[str, np.ndarray], GradNorms]:
     """Load each state dict into `model` in turn; norms under both definitions.
 
     With other_every=False a BN model gets the non-configured definition at the final
@@ -220,7 +248,7 @@ def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, 
         if coupled and not other_every and i < len(states) - 1:
             wanted = (definition,)  # the other definition only at the final checkpoint
         for d in wanted:
-            res = grad_norms(model, x, y, d, chunk_size, batches, progress)
+            res = grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
             rows[d].append(res.norms)
             if d == definition or not coupled:
                 final = res

@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
-import torch
 
 
 class InputError(ValueError):
     """An input file that is missing, truncated or not what the stage expects."""
+
+
+class DataError(FileNotFoundError):
+    """A dataset that is missing or unreadable; the message says how to get it."""
 
 
 @contextmanager
@@ -72,12 +75,16 @@ def load_json(path: str | Path) -> dict:
 
 
 def save_state(path: str | Path, state: dict) -> None:
+    import torch  # here, so stages that never touch weights start without torch
+
     with atomic_path(path) as tmp:
         torch.save(state, tmp)
 
 
 def load_state(path: str | Path) -> dict:
     """torch.load(weights_only=True); a missing/truncated/foreign file is an InputError."""
+    import torch
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: file not found; run the stage that writes it (dvc repro)")

@@ -89,7 +89,8 @@ def bootstrap_weights(kind: np.ndarray, n_boot: int, rng: np.random.Generator) -
 
 
 def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
-             boot: np.ndarray | None = None) -> tuple[dict, dict, dict]:
+             boot: np.ndarray | None = None,
+             subsets: tuple[str, ...] = tuple(SUBSETS)) -> tuple[dict, dict, dict]:
     """Metrics of one attack's [m, N] scores, per subset of pool samples.
 
     Args:
@@ -97,6 +98,7 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
         keep: [m, N] membership labels.
         kind: [N] pool sample kind (0 clean, 1 flipped, 2 OOD).
         boot: optional [B, N] bootstrap multiplicities (see `bootstrap_weights`).
+        subsets: which of SUBSETS to evaluate (default all of them).
     Returns:
         metrics {subset: {metric: float | None, plus `<ci key>_lo/_hi`}},
         resamples {subset: {ci key: [B] array}} (for paired differences),
@@ -104,7 +106,8 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
     A subset with no samples, or without members or non-members, gets None everywhere.
     """
     metrics, resamples, curves = {}, {}, {}
-    for name, code in SUBSETS.items():
+    for name in subsets:
+        code = SUBSETS[name]
         cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
         lab = keep[:, cols]
         if cols.size == 0 or lab.all() or not lab.any():

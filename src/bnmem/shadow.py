@@ -72,6 +72,15 @@ def query(model: nn.Module, x: torch.Tensor, queries: tuple[str, ...]) -> np.nda
     return torch.stack([predict(model, augment(x, q)) for q in queries], dim=1).numpy()
 
 
+def query_states(meta: dict, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],
+                 device: torch.device | str = "cpu") -> np.ndarray:
+    """float32 [K, N, Q, C]: `query` for K trained models at once (bnmem.stacked)."""
+    from bnmem.stacked import predict_states
+
+    return torch.stack([predict_states(meta, states, augment(x, q), device) for q in queries],
+                       dim=2).numpy()
+
+
 def fingerprint(*parts: bytes | str) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -121,8 +130,9 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     """
     from tqdm import tqdm
 
-    from bnmem.pipeline import build, model_meta
+    from bnmem.pipeline import model_meta
     from bnmem.stacked import train_stack
+    from bnmem.train import resolve_device
 
     s = cfg.shadow
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
@@ -138,10 +148,9 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
         states, hists, tracked = train_stack(cfg, arm, x, y, keep[chunk], meta,
                                              [a for a, _ in seeds], [b for _, b in seeds],
                                              workers=s.workers, track=track)
-        for j, state, hist, tr in zip(chunk, states, hists, tracked):
-            model = build(meta)
-            model.load_state_dict(state)
-            arrays = {"logits": query(model, x, s.queries)}
+        logits = query_states(meta, states, x, s.queries, resolve_device(cfg.train.device))
+        for j, lg, hist, tr in zip(chunk, logits, hists, tracked):
+            arrays = {"logits": lg}
             if track is not None:
                 arrays["epoch_phi"] = np.stack([p for p, _ in tr])
                 arrays["epoch_correct"] = np.stack([c for _, c in tr])

@@ -376,6 +376,21 @@ def _jobs(steps: list[int], size: int, workers: int) -> list[list[int]]:
     return jobs
 
 
+def predict_states(meta: dict, states: list[dict], x: torch.Tensor,
+                   device: torch.device | str = "cpu") -> torch.Tensor:
+    """Eval-mode logits [K, N, classes] of K trained models (state dicts) on x [N, C, H, W]:
+    LeNets as one stacked network (BN folded, see StackedLeNet.predict), others one by one."""
+    models = []
+    for state in states:
+        model = build(meta)
+        model.load_state_dict(state)
+        models.append(model)
+    if meta["arch"] != "lenet":
+        return torch.stack([predict(m.to(device), x) for m in models])
+    net = StackedLeNet(models, meta["norm"], torch.device(device))
+    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device)).cpu()
+
+
 def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
                 meta: dict, init_seeds: list[int], order_seeds: list[int],
                 max_stack: int = 0, workers: int = 1,
