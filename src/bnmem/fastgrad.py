@@ -5,7 +5,8 @@ backward pass of the *summed* loss gives, at every layer, the per-sample output 
 delta_i. Per-sample parameter gradients are then closed-form in (input a_i, delta_i):
 - Linear:     grad W_i = delta_i a_i^T, so ||grad W_i||^2 = ||delta_i||^2 ||a_i||^2 (no
               [n, out, in] tensor: this is what makes it fast for LeNet's fc layers);
-- Conv2d:     grad W_i = delta_i unfold(a_i)^T ([out, in*k*k] per sample, small);
+- Conv2d:     grad W_i = delta_i unfold(a_i)^T ([out, in*k*k] per sample, small), all n
+              at once as one grouped weight-gradient convolution (sample i = group i);
 - BatchNorm (running statistics) / GroupNorm: grad gamma_i = sum over positions of
               delta_i * xhat_i, grad beta_i = sum of delta_i.
 Biases: the (spatially summed) delta. Equal to the vmap path within float rounding
@@ -43,10 +44,8 @@ def _module_sq(m: nn.Module, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         sq = d.pow(2).sum(1) * a.pow(2).sum(1)
         bias = d.pow(2).sum(1)
     elif isinstance(m, nn.Conv2d):
-        u = F.unfold(a, m.kernel_size, m.dilation, m.padding, m.stride)  # (n, in*k*k, L)
-        dl = d.flatten(2)                                                # (n, out, L)
-        sq = torch.bmm(dl, u.transpose(1, 2)).pow(2).sum((1, 2))
-        bias = dl.sum(2).pow(2).sum(1)
+        sq = _conv_weight_sq(m, a, d)
+        bias = d.flatten(2).sum(2).pow(2).sum(1)
     else:  # BN in eval mode, GroupNorm
         spatial = tuple(range(2, a.dim()))
         g = (d * _xhat(m, a)).sum(spatial) if spatial else d * _xhat(m, a)
@@ -55,6 +54,25 @@ def _module_sq(m: nn.Module, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     if m.bias is None or not m.bias.requires_grad:
         bias = torch.zeros(n, dtype=sq.dtype, device=sq.device)
     return (sq.double() + bias.double()).view(n)
+
+
+def _conv_weight_sq(m: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """||grad W_i||^2 [n] of a Conv2d (groups=1): the n samples' weight gradients come
+    from ONE grouped weight-gradient convolution, sample i as group i (input [1, n*in, H,
+    W], output gradient [1, n*out, H', W']); 2-4x faster on CPU than unfold + bmm."""
+    n, (out, cin) = a.shape[0], m.weight.shape[:2]
+    # measured: channels-last wins for one input channel, plain layout otherwise
+    cl = torch.channels_last if cin == 1 else torch.contiguous_format
+    padding = m.padding if isinstance(m.padding, tuple) else None
+    if padding is None:  # padding="same"/"valid": fall back to unfold with explicit sizes
+        u = F.unfold(a, m.kernel_size, m.dilation, m._reversed_padding_repeated_twice[::2], m.stride)
+        return torch.bmm(d.flatten(2), u.transpose(1, 2)).pow(2).sum((1, 2))
+    gw = torch.ops.aten.convolution_backward(
+        d.reshape(1, n * out, *d.shape[2:]).contiguous(memory_format=cl),
+        a.reshape(1, n * cin, *a.shape[2:]).contiguous(memory_format=cl),
+        m.weight.new_empty(n * out, cin, *m.weight.shape[2:]), None, list(m.stride),
+        list(padding), list(m.dilation), False, [0, 0], n, [False, True, False])[1]
+    return gw.reshape(n, -1).pow(2).sum(1)
 
 
 def hook_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
@@ -71,6 +89,7 @@ def hook_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     def capture(name: str):
         def hook(module, args, out):
             inputs[name], outputs[name] = args[0].detach(), out
+            return out
         return hook
 
     for name in groups:
