@@ -1,6 +1,7 @@
 """grads@<arm>: per-sample gradient norms of every pool sample at every saved checkpoint."""
 import argparse
 import logging
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -48,6 +49,7 @@ def main() -> None:
     batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
     definition = cfg.grads.definition
     other = "batch" if definition == "eval" else "eval"
+    t0 = time.perf_counter()
     rows, final = checkpoint_norms(model, states(), x, y, definition, cfg.grads.chunk_size,
                                    batches, progress=True,
                                    other_every=cfg.grads.both_at_every_checkpoint,
@@ -57,7 +59,8 @@ def main() -> None:
              epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,
              layers=np.asarray(final.layers, dtype=str), definition=np.asarray(definition),
              batch_coupled=np.asarray(has_batchnorm(model)),
-             **{f"norms_{other}": other_rows[-1], f"norms_{other}_epoch": other_rows})
+             **{f"norms_{other}": other_rows[-1], f"norms_{other}_epoch": other_rows},
+             seconds=np.float64(round(time.perf_counter() - t0, 1)))  # wall time, not a metric
     kind = pool["kind"]
     save_json(args.metrics, {"epoch_final": epochs[-1], "epoch_early": epochs[0],
                              **summarize(main_rows[-1], kind),

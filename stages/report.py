@@ -1,5 +1,6 @@
 """report: merge per-arm metrics, compute BN - none deltas with CIs, draw PNGs, write report.md."""
 import argparse
+import hashlib
 import logging
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import torch
 from bnmem import cli, plots
 from bnmem.config import load_config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
-from bnmem.data import preprocess
+from bnmem.data import OOD_SOURCE, describe_source, preprocess
 from bnmem.io import InputError, load_json, load_npz, load_state, save_json
 from bnmem.pipeline import build
 from bnmem.report_md import render
@@ -58,7 +59,7 @@ def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    for name in ("params", "pool", "models", "curves", "grads", "attack", "deltas", "scores",
+    for name in ("params", "pool", "models", "curves", "grads", "shadow", "attack", "deltas", "scores",
                  "roc", "theory", "matched", "replicates", "out-train", "out-grads",
                  "out-summary", "plots", "report"):
         p.add_argument(f"--{name}", required=True)
@@ -130,7 +131,18 @@ def main() -> None:
         for a in arms})
     save_json(args.out_grads, grads)
     save_json(args.out_summary, summary)
-    render(Path(args.report), cfg, summary, train, grads, attack, theory, figures, kind)
+    costs = {"train": {a: metas[a].get("train_seconds") for a in arms},
+             "shadow": {a: sum(float(load_npz(Path(args.shadow) / a / f"shard_{k}.npz").get(
+                 "seconds", np.nan)) for k in cfg.shadow.shard_ids) for a in arms},
+             "grads": {a: float(load_npz(Path(args.grads) / f"{a}.npz").get("seconds", np.nan))
+                       for a in arms}}
+    provenance = {"source": describe_source(cfg.dataset, cfg.data.root),
+                  "ood_source": describe_source(OOD_SOURCE[cfg.dataset],
+                                                cfg.data.root if cfg.dataset.startswith("cifar") else None),
+                  "pool_sha256": hashlib.sha256(Path(args.pool).read_bytes()).hexdigest()[:16],
+                  "n_shards": len(cfg.shadow.shard_ids)}
+    render(Path(args.report), cfg, summary, train, grads, attack, theory, figures, kind,
+           costs, provenance)
 
 
 if __name__ == "__main__":

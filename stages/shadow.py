@@ -8,7 +8,10 @@ import argparse
 import hashlib
 import logging
 import shutil
+import time
 from pathlib import Path
+
+import numpy as np
 
 from bnmem import cli
 from bnmem.config import ConfigError, load_config
@@ -38,8 +41,10 @@ def main() -> None:
     base = fingerprint(Path(args.recipe).read_text(),
                        hashlib.sha256(Path(args.pool).read_bytes()).hexdigest())
     parts = Path(args.out).with_suffix(".partial")
-    save_npz(args.out, **train_shadows(cfg, arm, x, y, keep, ids, parts, base,
-                                       progress=f"shard {args.shard}"))
+    t0 = time.perf_counter()
+    arrays = train_shadows(cfg, arm, x, y, keep, ids, parts, base, progress=f"shard {args.shard}")
+    # wall time of this run (not a metric; resumed models cost nothing here)
+    save_npz(args.out, **arrays, seconds=np.float64(round(time.perf_counter() - t0, 1)))
     shutil.rmtree(parts, ignore_errors=True)
 
 

