@@ -345,6 +345,9 @@ def test_matched_lira_attacks_each_arm_at_its_matched_epoch():
     assert bn["matched"]["all"]["auc"] < bn["final"]["all"]["auc"]
     assert none["matched"] == none["final"]
     d = out["delta_batchnorm_minus_none"]
+    assert d["matched"]["flipped"]["auc"] == pytest.approx(
+        bn["matched"]["flipped"]["auc"] - none["matched"]["flipped"]["auc"])  # point, no CI
+    assert d["matched"]["flipped"]["auc_lo"] is None
     assert d["matched"]["all"]["auc"] == pytest.approx(bn["matched"]["all"]["auc"]
                                                        - none["matched"]["all"]["auc"])
     assert d["final"]["all"]["auc_lo"] <= d["final"]["all"]["auc"] <= d["final"]["all"]["auc_hi"]

@@ -25,7 +25,10 @@ def supported(model: nn.Module) -> bool:
     """True when every module owning trainable parameters has a closed form here."""
     for m in model.modules():
         if any(p.requires_grad for p in m.parameters(recurse=False)):
-            if not isinstance(m, _SUPPORTED) or (isinstance(m, nn.Conv2d) and m.groups != 1):
+            if not isinstance(m, _SUPPORTED):
+                return False
+            if isinstance(m, nn.Conv2d) and (m.groups != 1 or m.padding_mode != "zeros"
+                                             or isinstance(m.padding, str)):
                 return False
     return True
 
@@ -63,15 +66,11 @@ def _conv_weight_sq(m: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Ten
     n, (out, cin) = a.shape[0], m.weight.shape[:2]
     # measured: channels-last wins for one input channel, plain layout otherwise
     cl = torch.channels_last if cin == 1 else torch.contiguous_format
-    padding = m.padding if isinstance(m.padding, tuple) else None
-    if padding is None:  # padding="same"/"valid": fall back to unfold with explicit sizes
-        u = F.unfold(a, m.kernel_size, m.dilation, m._reversed_padding_repeated_twice[::2], m.stride)
-        return torch.bmm(d.flatten(2), u.transpose(1, 2)).pow(2).sum((1, 2))
     gw = torch.ops.aten.convolution_backward(
         d.reshape(1, n * out, *d.shape[2:]).contiguous(memory_format=cl),
         a.reshape(1, n * cin, *a.shape[2:]).contiguous(memory_format=cl),
         m.weight.new_empty(n * out, cin, *m.weight.shape[2:]), None, list(m.stride),
-        list(padding), list(m.dilation), False, [0, 0], n, [False, True, False])[1]
+        list(m.padding), list(m.dilation), False, [0, 0], n, [False, True, False])[1]
     return gw.reshape(n, -1).pow(2).sum(1)
 
 

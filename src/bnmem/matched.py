@@ -90,6 +90,11 @@ def matched_lira(epochs: dict[str, dict], kind: np.ndarray, boot: np.ndarray,
                             "curve": curves[arm]}
     for point in ("matched", "final"):
         for arm, d in paired_deltas(metrics[point], resamples[point], base="none").items():
+            for sub, row in d["lira"].items():  # per kind: point difference, no CI
+                a, b = metrics[point][arm]["lira"][sub], metrics[point]["none"]["lira"][sub]
+                for key in ("auc", "tpr_at_fpr_1e-3"):
+                    if row[key] is None and None not in (a[key], b[key]):
+                        row[key] = a[key] - b[key]
             out.setdefault(f"delta_{arm}_minus_none", {})[point] = d["lira"]
     return out
 

@@ -56,7 +56,7 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
                  f"{t.get('epochs_to_mem_50') or 'never'} |")
     mu = summary["matched_utility"]
     L += ["", f"**Matched utility.** At the first epoch each arm reaches clean train accuracy "
-          f"{mu['target_clean_train_acc']:.3f} (the lower of the arms' final values):", ""]
+          f"{mu['target_clean_train_acc']:.3f} (the lowest of the arms' final values):", ""]
     L += [f"- `{a}`: epoch {mu[a]['epoch']}, flipped_mem_acc {_f(mu[a]['flipped_mem_acc'])}, "
           f"ood_mem_acc {_f(mu[a]['ood_mem_acc'])}" for a in arms]
     lira = mu.get("lira")
@@ -64,7 +64,7 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
         L += ["", f"**LiRA at matched utility.** Shadow models are queried after every epoch; "
               f"each arm is attacked (online LiRA, identity query, leave-one-out) at the first "
               f"epoch its shadows' clean train accuracy on their IN samples reaches "
-              f"{lira['target_clean_in_acc']:.3f} (the lower of the arms' final values), and "
+              f"{lira['target_clean_in_acc']:.3f} (the lowest of the arms' final values), and "
               "at its final epoch with the same attack:", "",
               "| arm | matched epoch | shadow clean fit | AUC all at matched fit | AUC all at final epoch |",
               "|---|---|---|---|---|"]
@@ -77,7 +77,9 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
                 L.append(f"\n{name}: {100 * d['matched']['all']['auc']:+.2f} points "
                          f"[{100 * d['matched']['all']['auc_lo']:+.2f}, "
                          f"{100 * d['matched']['all']['auc_hi']:+.2f}] at matched fit, "
-                         f"{100 * d['final']['all']['auc']:+.2f} at the final epoch.")
+                         f"{100 * d['final']['all']['auc']:+.2f} "
+                         f"[{100 * d['final']['all']['auc_lo']:+.2f}, "
+                         f"{100 * d['final']['all']['auc_hi']:+.2f}] at the final epoch.")
         L += ["", f"![LiRA vs fit]({rel['lira_vs_fit']})"]
     L += ["", f"![memorization]({rel['memorization']})", "",
           "## Membership inference (LiRA online, leave-one-out over shadow models)", "",
@@ -129,7 +131,12 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           "reg_strength x mean over BN channels of relu(|gamma|/sigma_B - target)^2.",
           "- Equal-epoch comparisons favour the faster-fitting arm; the matched-utility rows "
           "compare at equal clean fit (target models for memorization, shadow models for "
-          "LiRA, where only the identity query is recorded per epoch).",
+          "LiRA, where only the identity query is recorded per epoch). They are not a clean "
+          "control either: an arm matched at an early epoch is compared mid-schedule (cosine "
+          "learning rate still high, weights not annealed) with one at its final, annealed "
+          "epoch, and the matched epoch is chosen on the same shadow models it scores. A "
+          "cleaner control would retrain each arm with a shorter full schedule that ends at "
+          "the common fit.",
           "- Small default scale (LeNet, 2 000-sample pool) so the pipeline runs in minutes on a "
           "laptop CPU; the paper's CIFAR/ResNet scale is described in README.md."]
     with atomic_path(path) as tmp:

@@ -30,12 +30,17 @@ def arm_record(history: list[dict], grads: dict, lira: dict, shadow_curve: list[
         shadow_curve: `bnmem.matched.epoch_curve` of the shadow models, or None.
         gamma_share: share of BN channels with |gamma|/sigma > 1, or None.
     """
-    curve = [{k: r.get(k) for k in ("epoch", *TRAIN_KEYS)} for r in history]
-    return {"final": {k: history[-1].get(k) for k in TRAIN_KEYS}, "curve": curve,
+    curve = [{k: _num(r.get(k)) for k in ("epoch", *TRAIN_KEYS)} for r in history]
+    return {"final": {k: _num(history[-1].get(k)) for k in TRAIN_KEYS}, "curve": curve,
             "grad_ratio_flipped_clean": grads.get("ratio_flipped_clean"),
             "lira_auc": {s: (lira.get(s) or {}).get("auc") for s in SUBSETS},
             "lira_tpr_at_fpr_1e-3": (lira.get("all") or {}).get("tpr_at_fpr_1e-3"),
             "shadow_curve": shadow_curve, "gamma_sigma_share_above_1": gamma_share}
+
+
+def _num(v):
+    """None for an absent value (the curves CSV holds NaN where a kind is absent)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 def _sub(a, b):

@@ -1,0 +1,43 @@
+"""Across-seed aggregation: per-seed deltas, t-intervals, absent kinds."""
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from bnmem.seeds import across_seeds, arm_record, seed_deltas
+
+
+def _record(flipped: list[float], clean: list[float], auc: float, ratio: float, curve_auc=None):
+    history = [{"epoch": e + 1, "clean_train_acc": c, "flipped_mem_acc": f, "ood_mem_acc": math.nan,
+                "test_acc": 0.8} for e, (f, c) in enumerate(zip(flipped, clean))]
+    shadow = None if curve_auc is None else [
+        {"epoch": e + 1, "clean_in_acc": c, "auc_lira_online_identity": a}
+        for e, (c, a) in enumerate(zip(clean, curve_auc))]
+    lira = {s: {"auc": auc, "tpr_at_fpr_1e-3": 0.01} for s in ("all", "clean", "flipped", "ood")}
+    return arm_record(history, {"ratio_flipped_clean": ratio}, lira, shadow, None)
+
+
+def test_seed_deltas_and_matched_epochs():
+    bn = _record([0.1, 0.3, 0.5], [0.7, 0.9, 0.99], 0.75, 15.0, [0.52, 0.6, 0.75])
+    none = _record([0.0, 0.02, 0.03], [0.6, 0.8, 0.86], 0.57, 8.0, [0.5, 0.55, 0.58])
+    d = seed_deltas({"batchnorm": bn, "none": none}, "batchnorm", "none")
+    assert d["flipped_mem_acc"] == pytest.approx(0.47)
+    assert d["auc_lira_online_all"] == pytest.approx(0.18)
+    assert d["grad_ratio_flipped_clean_ratio"] == pytest.approx(15 / 8)
+    # target fit 0.86: BN first reaches it at epoch 2 (0.9), none at epoch 3
+    assert d["matched_flipped_mem_acc"] == pytest.approx(0.3 - 0.03)
+    assert d["matched_auc_lira_online_identity_all"] == pytest.approx(0.6 - 0.58)
+    assert d["ood_mem_acc"] is None  # absent kind (NaN in the curves CSV) stays None
+
+
+def test_across_seeds_t_interval():
+    vals = [0.15, 0.17, 0.16]
+    out = across_seeds({s: {"x": v, "y": None} for s, v in zip((0, 1, 2), vals)})
+    half = stats.t.ppf(0.975, 2) * np.std(vals, ddof=1) / math.sqrt(3)
+    assert out["x"]["mean"] == pytest.approx(0.16)
+    assert out["x"]["lo"] == pytest.approx(0.16 - half) and out["x"]["hi"] == pytest.approx(0.16 + half)
+    assert out["x"]["values"] == {"seed_0": 0.15, "seed_1": 0.17, "seed_2": 0.16}
+    assert out["y"]["mean"] is None
+    one = across_seeds({0: {"x": 0.2}})
+    assert one["x"]["mean"] == 0.2 and one["x"]["lo"] is None and one["x"]["n"] == 1
