@@ -17,6 +17,7 @@ import numpy as np
 from bnmem import cli
 from bnmem.attack import loo_lira, signals
 from bnmem.config import load_config
+from bnmem.evaluate import share_above_1
 from bnmem.grads import grad_norms, summarize
 from bnmem.io import load_npz, save_json, save_npz, save_state
 from bnmem.matched import epoch_curve
@@ -60,14 +61,12 @@ def main() -> None:
                            progress=f"seed {cfg.seed}")
     identity = s.queries.index("identity") if "identity" in s.queries else 0
     phi, _, _ = signals(shadow["logits"], pool["y_train"], identity)
-    lira, _, _ = evaluate(loo_lira(phi, keep, cfg.attack.offline_one_sided)["lira_online"],
-                          keep, kind)
+    scores = loo_lira(phi, keep, cfg.attack.offline_one_sided, ("lira_online",))
+    lira, _, _ = evaluate(scores["lira_online"], keep, kind)
     curve = (epoch_curve(shadow["epoch_phi"], shadow["epoch_correct"], keep, kind,
                          cfg.attack.offline_one_sided) if s.track_epochs else None)
-    ratios = [r for v in meta["gamma_sigma"].values() for r in v["ratio"]]
-    share = float(np.mean(np.asarray(ratios) > 1)) if ratios else None
-
-    record = arm_record(history, summarize(norms, kind), lira, curve, share)
+    record = arm_record(history, summarize(norms, kind), lira, curve,
+                        share_above_1(meta["gamma_sigma"]))
     save_state(out.with_suffix(".pt"), model.state_dict())
     save_npz(out.with_name(out.stem + "_shadow.npz"), **shadow)
     save_json(out, {"arm": arm, "seed": cfg.seed, "record": record})

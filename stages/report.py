@@ -12,6 +12,7 @@ from bnmem import cli, plots
 from bnmem.config import load_config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
 from bnmem.data import OOD_SOURCE, describe_source, preprocess
+from bnmem.evaluate import share_above_1
 from bnmem.io import InputError, load_json, load_npz, load_state, save_json
 from bnmem.pipeline import build
 from bnmem.report_md import render
@@ -29,17 +30,15 @@ def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
 
 
 def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack: dict,
-                        matched: dict, bn_layers: dict, replicates: Path,
+                        matched: dict, shares: dict, replicates: Path,
                         pairs: list[tuple[str, str]]) -> dict:
     """Every pair's deltas per seed (`seed` from this run's outputs, `seeds` from the
     replicate stages' records) with their mean and 95 % t-interval across seeds."""
     records = {cfg.seed: {}}
     for a in arms:
-        ratios = [r for v in bn_layers.get(a, {}).values() for r in v]
         records[cfg.seed][a] = arm_record(
             curves[a].to_dict("records"), grads[a], attack[a]["lira_online"],
-            matched["arms"][a]["curve"] if "arms" in matched else None,
-            float(np.mean(np.asarray(ratios) > 1)) if ratios else None)
+            matched["arms"][a]["curve"] if "arms" in matched else None, shares[a])
     for s in cfg.seeds:
         records[s] = {}
         for a in arms:
@@ -102,15 +101,14 @@ def main() -> None:
                 d[f"auc_{attack_name}_{subset}"] = row
         summary[f"delta_{a}_minus_{b}"] = d
     bn_layers = {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms}
-    bn_ratios = list(bn_layers.get("batchnorm", {}).values())
-    summary["gamma_sigma_share_above_1"] = (
-        float(np.mean(np.concatenate(bn_ratios) > 1)) if bn_ratios else None)
+    shares = {a: share_above_1(metas[a].get("gamma_sigma", {})) for a in arms}
+    summary["gamma_sigma_share_above_1"] = shares.get("batchnorm")
     for a in arms:
         if bn_layers.get(a):
             summary[f"gamma_push_{a}"] = gamma_push(nets[a], x, pool["y_train"], {
                 "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
 
-    summary["seeds"] = across_seed_summary(cfg, arms, curves, grads, attack, matched, bn_layers,
+    summary["seeds"] = across_seed_summary(cfg, arms, curves, grads, attack, matched, shares,
                                            Path(args.replicates), pairs)
 
     out = Path(args.plots)

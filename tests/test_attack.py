@@ -145,6 +145,9 @@ def test_loo_never_uses_target_as_its_own_shadow(m, balanced):
     logp[1, :5] = 0.0  # model 1 holds nearly all of these samples' probability mass
     logp[:, :5] = np.where(np.arange(m)[:, None] == 1, 0.0, -60.0)
     loo = loo_lira(phi, keep)
+    only = loo_lira(phi, keep, variants=("lira_offline_fixed",))
+    assert list(only) == ["lira_offline_fixed"]
+    np.testing.assert_array_equal(only["lira_offline_fixed"], loo["lira_offline_fixed"])
     rmia = loo_rmia(logp, keep, np.arange(m), gamma=1.5, a=0.3, population=20, seed=0)
     for t in range(m):
         others, kept = np.delete(phi, t, 0), np.delete(keep, t, 0)

@@ -239,15 +239,18 @@ def lira_scores(phi_target: np.ndarray, phi_shadow: np.ndarray, keep_shadow: np.
                       fixed_variance, one_sided)
 
 
-def loo_lira(phi: np.ndarray, keep: np.ndarray, one_sided: bool = True) -> dict[str, np.ndarray]:
-    """All four LIRA_VARIANTS, leave-one-out: {name: [m, N]}, row t = target t scored
-    with the other m - 1 models as shadows (same result as `lira_scores` on np.delete)."""
+def loo_lira(phi: np.ndarray, keep: np.ndarray, one_sided: bool = True,
+             variants: tuple[str, ...] = tuple(LIRA_VARIANTS)) -> dict[str, np.ndarray]:
+    """LIRA_VARIANTS (default all four), leave-one-out: {name: [m, N]}, row t = target t
+    scored with the other m - 1 models as shadows (same result as `lira_scores` on
+    np.delete)."""
     phi_qn = np.ascontiguousarray(np.swapaxes(phi, 1, 2))  # [m, Q, N]
     st_in, st_out = _set_stats(phi_qn, keep), _set_stats(phi_qn, ~keep)
-    out = {name: np.empty(keep.shape) for name in LIRA_VARIANTS}
+    out = {name: np.empty(keep.shape) for name in variants}
     for t in range(keep.shape[0]):
         g = _gaussians(st_in, st_out, exclude=t)
-        for name, (online, fixed) in LIRA_VARIANTS.items():
+        for name in variants:
+            online, fixed = LIRA_VARIANTS[name]
             out[name][t] = _score(phi_qn[t], g, online, fixed, one_sided)
     return out
 

@@ -51,6 +51,13 @@ def gamma_sigma(model: nn.Module) -> dict[str, dict]:
     return out
 
 
+def share_above_1(gamma_sigma_layers: dict[str, dict]) -> float | None:
+    """Share of all BN channels with |gamma|/sigma > 1, from `gamma_sigma(model)` (as saved
+    in `<arm>.json`); None without BN layers."""
+    ratios = [r for layer in gamma_sigma_layers.values() for r in layer["ratio"]]
+    return float(np.mean(np.asarray(ratios) > 1)) if ratios else None
+
+
 def epochs_to(history: list[dict], key: str, level: float) -> int | None:
     """First epoch whose `key` reaches `level`, or None."""
     for rec in history:

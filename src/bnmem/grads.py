@@ -174,19 +174,10 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         run(batches, model)
     else:  # functional_call swaps a module's parameters: one copy of the model per thread
         import copy
-        from concurrent.futures import ThreadPoolExecutor
 
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-        def job(k: int) -> None:
-            torch.set_num_threads(1)  # per OS thread too
-            run(batches[k::workers], copy.deepcopy(model))
-        try:
-            with ThreadPoolExecutor(workers) as pool:
-                list(pool.map(job, range(workers)))
-        finally:
-            torch.set_num_threads(threads)
+        from bnmem.train import map_single_threaded
+        map_single_threaded(lambda k: run(batches[k::workers], copy.deepcopy(model)),
+                            list(range(workers)), workers)
     if bar is not None:
         bar.close()
     return out

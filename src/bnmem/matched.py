@@ -34,7 +34,8 @@ def epoch_curve(epoch_phi: np.ndarray, epoch_correct: np.ndarray, keep: np.ndarr
     rows = []
     for e in range(epoch_phi.shape[1]):
         c = epoch_correct[:, e]
-        scores = loo_lira(epoch_phi[:, e, :, None].astype(np.float64), keep, one_sided)
+        scores = loo_lira(epoch_phi[:, e, :, None].astype(np.float64), keep, one_sided,
+                          ("lira_online",))
         met, _, _ = evaluate(scores["lira_online"], keep, kind, subsets=("all",))
         rows.append({"epoch": e + 1, "clean_in_acc": _in_acc(c, keep, kind == CLEAN),
                      "flipped_in_mem_acc": _in_acc(c, keep, kind == FLIPPED),
@@ -43,11 +44,13 @@ def epoch_curve(epoch_phi: np.ndarray, epoch_correct: np.ndarray, keep: np.ndarr
     return rows
 
 
-def matched_epochs(curves: dict[str, list[dict]]) -> tuple[float, dict[str, int]]:
-    """(target fit, {arm: first epoch whose clean_in_acc reaches it}); the target is the
-    lowest final clean_in_acc of the arms, so every arm reaches it."""
-    target = min(c[-1]["clean_in_acc"] for c in curves.values())
-    return target, {arm: next(r["epoch"] for r in c if r["clean_in_acc"] >= target - 1e-12)
+def matched_epochs(curves: dict[str, list[dict]],
+                   key: str = "clean_in_acc") -> tuple[float, dict[str, int]]:
+    """(target fit, {arm: first epoch whose `key` reaches it}) for per-epoch records; the
+    target is the lowest final `key` of the arms, so every arm reaches it. Shared by the
+    shadow view (clean_in_acc) and the target-model view (clean_train_acc)."""
+    target = min(c[-1][key] for c in curves.values())
+    return target, {arm: next(r["epoch"] for r in c if r[key] >= target - 1e-12)
                     for arm, c in curves.items()}
 
 
@@ -75,7 +78,7 @@ def matched_lira(epochs: dict[str, dict], kind: np.ndarray, boot: np.ndarray,
         final = a["epoch_phi"].shape[1]
         for point, e in (("matched", at[arm]), ("final", final)):
             phi = a["epoch_phi"][:, e - 1, :, None].astype(np.float64)
-            scores = loo_lira(phi, a["keep"], one_sided)["lira_online"]
+            scores = loo_lira(phi, a["keep"], one_sided, ("lira_online",))["lira_online"]
             # bootstrap CIs on all samples; point estimates per kind (CIs cost 4x)
             met, res, _ = evaluate(scores, a["keep"], kind, boot, subsets=("all",))
             met.update(evaluate(scores, a["keep"], kind, subsets=("clean", "flipped", "ood"))[0])

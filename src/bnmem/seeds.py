@@ -59,10 +59,9 @@ def seed_deltas(records: dict[str, dict], arm: str, base: str) -> dict[str, floa
                                                   b["lira_tpr_at_fpr_1e-3"])
     ra, rb = a["grad_ratio_flipped_clean"], b["grad_ratio_flipped_clean"]
     out["grad_ratio_flipped_clean_ratio"] = ra / rb if ra and rb else None
-    target = min(r["curve"][-1]["clean_train_acc"] for r in records.values())
-    at = {k: next(c for c in r["curve"] if c["clean_train_acc"] >= target - 1e-12)
-          for k, r in records.items()}
-    out["matched_flipped_mem_acc"] = _sub(at[arm]["flipped_mem_acc"], at[base]["flipped_mem_acc"])
+    _, at = matched_epochs({k: r["curve"] for k, r in records.items()}, "clean_train_acc")
+    out["matched_flipped_mem_acc"] = _sub(records[arm]["curve"][at[arm] - 1]["flipped_mem_acc"],
+                                          records[base]["curve"][at[base] - 1]["flipped_mem_acc"])
     curves = {k: r["shadow_curve"] for k, r in records.items()}
     if all(curves.values()):
         _, ep = matched_epochs(curves)

@@ -23,7 +23,6 @@ import ctypes
 import logging
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -33,7 +32,8 @@ import torch.nn.functional as F
 
 from bnmem.config import Config, TrainConfig
 from bnmem.pipeline import build, fit, regularizer
-from bnmem.train import Regularizer, batch_order, lr_at, predict, resolve_device
+from bnmem.train import (Regularizer, batch_order, lr_at, map_single_threaded, predict,
+                         resolve_device)
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,8 @@ class StackedLeNet:
         return list(self.params.values())
 
     def _norm(self, name: str, h: torch.Tensor, mask: _Masked | None,
-              sigmas: list | None, train: bool = True) -> torch.Tensor:
-        """Apply norm layer `name` to 2-d [B, K*C, H, W] or 1-d [K, B, C] activations;
-        `train=False` is eval mode (BN uses and keeps its running statistics)."""
+              sigmas: list | None) -> torch.Tensor:
+        """Apply norm layer `name` to 2-d [B, K*C, H, W] or 1-d [K, B, C] activations."""
         if self.norm == "none":
             return h
         p, k, eps, dims2d = self.params, self.k, self.eps[name], h.dim() == 4
@@ -144,12 +143,6 @@ class StackedLeNet:
             hn = ((hg - mean) * torch.rsqrt(var + eps)).view(kk, b, c)
             return hn * gamma[:, None] + beta[:, None]
         rm, rv = self.state[f"{name}.running_mean"], self.state[f"{name}.running_var"]
-        if not train:
-            scale = gamma * torch.rsqrt(rv + eps)  # (K, C)
-            shift = beta - rm * scale
-            if dims2d:
-                return h * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1)
-            return h * scale[:, None] + shift[:, None]
         self.state[f"{name}.num_batches_tracked"] += 1
         if dims2d and mask is None:  # fast path: native fused BN
             if sigmas is None:
@@ -173,11 +166,10 @@ class StackedLeNet:
         return h * scale[:, None] + shift[:, None]
 
     def forward(self, xb: torch.Tensor, mask: _Masked | None = None,
-                sigmas: list | None = None, train: bool = True) -> torch.Tensor:
+                sigmas: list | None = None) -> torch.Tensor:
         """xb: channels-last [B, K*C_in, H, W]; returns logits [K, B, classes].
 
         With `sigmas` (a list), BN layers append (gamma, sigma_B), both [K, C].
-        `train=False`: eval mode, as model.eval() (running BN statistics, none updated).
         """
         p, k = self.params, self.k
 
@@ -193,15 +185,15 @@ class StackedLeNet:
 
         # relu(max_pool(.)) == max_pool(relu(.)) with the same gradients (relu is monotone,
         # and a window whose max is <= 0 gets zero gradient either way), on 4x fewer values.
-        h = self._norm("norm1", conv("conv1", xb, padding=self.padding), mask, sigmas, train)
+        h = self._norm("norm1", conv("conv1", xb, padding=self.padding), mask, sigmas)
         h = F.relu(F.max_pool2d(h, 2))  # (B, K*6, 14, 14)
-        h = self._norm("norm2", conv("conv2", h), mask, sigmas, train)
+        h = self._norm("norm2", conv("conv2", h), mask, sigmas)
         h = F.relu(F.max_pool2d(h, 2))  # (B, K*16, 5, 5)
         b = h.shape[0]
         # per model, flatten in (C, H, W) order as LeNet does: (K, B, 400)
         h = h.reshape(b, k, -1, *h.shape[2:]).permute(1, 0, 2, 3, 4).reshape(k, b, -1)
-        h = F.relu(self._norm("norm3", linear("fc1", h), mask, sigmas, train))
-        h = F.relu(self._norm("norm4", linear("fc2", h), mask, sigmas, train))
+        h = F.relu(self._norm("norm3", linear("fc1", h), mask, sigmas))
+        h = F.relu(self._norm("norm4", linear("fc2", h), mask, sigmas))
         return linear("fc3", h)
 
     @torch.no_grad()
@@ -210,8 +202,8 @@ class StackedLeNet:
 
         Without norm layers or with BN, eval mode is affine, so BN is folded into the
         preceding layer's weights; the first convolution, whose input every model shares,
-        is then one dense convolution with K*6 output channels. Group/layer norm depend
-        on each sample and use `forward(train=False)`.
+        is then one dense convolution with K*6 output channels. Group/layer norm use
+        per-sample statistics only (the same in train and eval mode): plain `forward`.
         """
         k, out = self.k, []
         if self.norm not in ("none", "batchnorm"):
@@ -219,7 +211,7 @@ class StackedLeNet:
                 xb = x_hwc[i:i + batch_size]
                 b, hh, ww, c = xb.shape
                 xb = xb[:, :, :, None].expand(b, hh, ww, k, c).reshape(b, hh, ww, k * c)
-                out.append(self.forward(xb.permute(0, 3, 1, 2), train=False))
+                out.append(self.forward(xb.permute(0, 3, 1, 2)))
             return torch.cat(out, dim=1)
         w1, b1 = self._folded("conv1", "norm1")
         w2, b2 = self._folded("conv2", "norm2")
@@ -435,24 +427,13 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
     jobs = _jobs(steps, max_stack or len(keep), workers)
 
-    def run(part: list[int]) -> tuple[dict, list[list[dict]]]:
-        if workers > 1:
-            torch.set_num_threads(1)  # per OS thread too (OpenMP keeps it per thread)
+    def run(part: list[int]) -> tuple[dict, list[list[dict]], list[list]]:
         models = [build(meta, seed=init_seeds[j]) for j in part]
         return _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc, y,
                             [subsets[j] for j in part], models, [order_seeds[j] for j in part],
                             device, track)
 
-    if workers > 1:  # ops release the GIL, so threads use the cores without a process pool
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with ThreadPoolExecutor(workers) as pool:
-                results = list(pool.map(run, jobs))
-        finally:
-            torch.set_num_threads(threads)
-    else:
-        results = [run(part) for part in jobs]
+    results = map_single_threaded(run, jobs, workers)
     states: list[dict | None] = [None] * len(keep)
     hists: list[list[dict] | None] = [None] * len(keep)
     tracked: list[list | None] = [None] * len(keep)

@@ -43,10 +43,13 @@ def ratio_of_ratios_ci(norms_a: np.ndarray, norms_b: np.ndarray, kind: np.ndarra
 
 def matched_utility(curves: dict[str, pd.DataFrame]) -> dict:
     """Each arm at the first epoch its clean_train_acc reaches the lower of the arms' finals."""
-    target = min(float(df["clean_train_acc"].iloc[-1]) for df in curves.values())
-    out: dict = {"target_clean_train_acc": target}
+    from bnmem.matched import matched_epochs
+
+    target, at = matched_epochs({a: df.to_dict("records") for a, df in curves.items()},
+                                "clean_train_acc")
+    out: dict = {"target_clean_train_acc": float(target)}
     for arm, df in curves.items():
-        row = df[df["clean_train_acc"] >= target - 1e-12].iloc[0]
+        row = df.iloc[at[arm] - 1]
         out[arm] = {"epoch": int(row["epoch"]), "clean_train_acc": float(row["clean_train_acc"]),
                     "flipped_mem_acc": _num(row.get("flipped_mem_acc")),
                     "ood_mem_acc": _num(row.get("ood_mem_acc")),
