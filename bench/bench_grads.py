@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 from bnmem.grads import grad_norms
 from bnmem.io import load_state
 from bnmem.pipeline import build, load_pool, tensors
+from bnmem.stacked import retain_heap
 from bnmem.train import batch_order
 
 
@@ -66,6 +68,40 @@ def reset_peak() -> None:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
         pass
+
+
+def _spread(v: list[float]) -> str:
+    return f"{np.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
+
+
+def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int,
+                chunk_size: int, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Seconds for the whole pool per set-up: the per-example loop (timed on k samples,
+    scaled) and fastgrad warm, at 1 torch thread, at all cores, and fastgrad as the grads
+    stage runs it (`grads.workers` = cores, threads of one torch thread, `train.threads: 1`).
+    Rounds alternate the set-ups so that load from other jobs hits all alike."""
+    n, threads, cores = len(y), torch.get_num_threads(), os.cpu_count() or 1
+    setups = {"loop, 1 thread": ("loop", 1, 1), f"loop, {cores} threads": ("loop", cores, 1),
+              "fastgrad, 1 thread": ("fast", 1, 1),
+              f"fastgrad, {cores} threads": ("fast", cores, 1),
+              f"fastgrad, {cores} workers x 1 thread (the stage)": ("fast", 1, cores)}
+    out: dict[str, list[float]] = {name: [] for name in setups}
+    try:
+        for r in range(rounds + 1):  # round 0 warms every set-up up
+            for name, (what, t, workers) in setups.items():
+                torch.set_num_threads(t)
+                t0 = time.perf_counter()
+                if what == "loop":
+                    loop_norms(model, x[:k], y[:k])
+                    sec = (time.perf_counter() - t0) * n / k
+                else:
+                    grad_norms(model, x, y, "eval", chunk_size, workers=workers)
+                    sec = time.perf_counter() - t0
+                if r:
+                    out[name].append(sec)
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 def child(args: argparse.Namespace) -> None:
@@ -106,6 +142,7 @@ def main() -> None:
     p.add_argument("--loop-subset", type=int, default=200)
     p.add_argument("--big", type=int, default=60000)
     p.add_argument("--threads", type=int, default=0, help="torch threads, 0 = torch default")
+    p.add_argument("--rounds", type=int, default=5, help="rounds of the per-thread scan")
     p.add_argument("--out", default=None, help="also write the markdown here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
@@ -113,6 +150,7 @@ def main() -> None:
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    retain_heap()  # as the grads stage does
     if args.child:
         return child(args)
     model, meta, pool = load(args.pool, args.models, args.arm)
@@ -132,6 +170,7 @@ def main() -> None:
     ref = loop_norms(model, x[:k], y[:k])
     t_loop = (time.perf_counter() - t0) * n / k
     err = float(np.max(np.abs(res.norms[:k] - ref) / ref))
+    scan = thread_scan(model, x, y, k, args.chunk_size, args.rounds)
     rows = [("eval", n), ("eval", args.big), ("batch", n)]
     mem = [measure(args, m, d) for d, m in rows]
     lines = [
@@ -156,6 +195,21 @@ def main() -> None:
         lines.append(f"| {d} | {m} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} | "
                      f"{r['peak_mib'] - r['before_mib']:.0f} | {r['seconds']:.1f} | "
                      f"{r['peak_mib'] / mem[0]['peak_mib']:.2f}x |")
+    loop1 = float(np.median(scan["loop, 1 thread"]))
+    best_loop = min(float(np.median(v)) for name, v in scan.items() if name.startswith("loop"))
+    lines += ["", f"Per core and per machine (same run, {args.rounds} rounds alternating the "
+              f"set-ups, median [min, max]; the loop timed on the first {k} samples and "
+              f"scaled to {n}):", "",
+              "| set-up | seconds for the pool | vs loop, 1 thread | vs the best loop |",
+              "|---|---:|---:|---:|"]
+    for name, v in scan.items():
+        med = float(np.median(v))
+        lines.append(f"| {name} | {_spread(v)} | {loop1 / med:.1f}x | {best_loop / med:.1f}x |")
+    stage = float(np.median(scan[next(n for n in scan if n.endswith("(the stage)"))]))
+    lines += ["", f"Per core (both 1 thread): **{loop1 / np.median(scan['fastgrad, 1 thread']):.1f}x**. "
+              f"Whole machine ({os.cpu_count()} cores; the loop, one tiny sample per op, gains "
+              f"nothing from a second core): the stage's set-up vs the best loop "
+              f"**{best_loop / stage:.1f}x**."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -143,18 +143,29 @@ def test_chunking_invariant(definition: str) -> None:
     np.testing.assert_allclose(many.layer_norms, one.layer_norms, rtol=1e-12, atol=1e-15)
 
 
-def test_batch_workers_give_the_same_norms() -> None:
-    # threads of one torch thread each over disjoint batches, a model copy per thread
+@pytest.mark.parametrize("definition,method", [("batch", "auto"), ("eval", "hooks"),
+                                               ("eval", "vmap")])
+def test_workers_give_the_same_norms(definition: str, method: str) -> None:
+    # threads of one torch thread each over disjoint batches / chunks, a model copy per
+    # thread (hooks and functional_call touch the module)
     model = _model("lenet", "batchnorm")
     x, y = _inputs("lenet", 12)
     batches = batch_order(len(y), 4, 1, seed=5)[0]
-    one = grad_norms(model, x, y, "batch", batches=batches)
+    one = grad_norms(model, x, y, definition, chunk_size=3, batches=batches, method=method)
     threads = torch.get_num_threads()
-    two = grad_norms(model, x, y, "batch", batches=batches, workers=2)
+    two = grad_norms(model, x, y, definition, chunk_size=3, batches=batches, method=method,
+                     workers=2)
     assert torch.get_num_threads() == threads  # restored
     # equal up to the summation order of a different intra-op thread count
     np.testing.assert_allclose(two.norms, one.norms, rtol=1e-10)
     np.testing.assert_allclose(two.layer_norms, one.layer_norms, rtol=1e-10, atol=1e-14)
+
+
+def test_unknown_eval_method_is_rejected() -> None:
+    model = _model("lenet", "none")
+    x, y = _inputs("lenet", 2)
+    with pytest.raises(ValueError, match="method: 'loop' is invalid; valid: auto"):
+        grad_norms(model, x, y, "eval", method="loop")
 
 
 def test_summarize_and_histogram() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -37,6 +37,7 @@ from bnmem.corrupt import CLEAN, FLIPPED, OOD
 from bnmem import fastgrad
 from bnmem.models import bn_layers
 
+EVAL_METHODS = ("auto", "hooks", "vmap")
 KINDS = (("clean", CLEAN), ("flipped", FLIPPED), ("ood", OOD))
 
 
@@ -127,23 +128,52 @@ def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 
 
 def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
-             groups: dict[str, list[str]], progress: bool, method: str = "auto") -> torch.Tensor:
-    """`eval` squared norms [L, n]: closed forms from one backward (bnmem.fastgrad) when
-    every layer has one (`auto`/`hooks`), else vmap(grad) (`vmap`, the reference)."""
+             groups: dict[str, list[str]], progress: bool, method: str = "auto",
+             workers: int = 1) -> torch.Tensor:
+    """`eval` squared norms [L, n], chunk by chunk: closed forms from one backward
+    (bnmem.fastgrad) when every layer has one (`auto`/`hooks`), else vmap(grad) (`vmap`,
+    the reference)."""
+    if method not in EVAL_METHODS:
+        raise ValueError(f"method: {method!r} is invalid; valid: {' | '.join(EVAL_METHODS)}")
     p = next(iter(model.parameters()))
     use_hooks = method in ("auto", "hooks") and fastgrad.supported(model)
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
-    starts = range(0, len(x), chunk_size)
+    starts = list(range(0, len(x), chunk_size))
+    bar = None
     if progress:
         from tqdm import tqdm
-        starts = tqdm(starts, desc="grads eval", leave=False)
-    for s in starts:
-        xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
-        sq = fastgrad.hook_sq(model, xc, yc, groups) if use_hooks else None
-        if sq is None:
-            sq = _layer_sq(per_sample_grads(model, xc, yc), groups)
-        out[:, s:s + len(xc)] = sq.cpu()
+        bar = tqdm(total=len(starts), desc="grads eval", leave=False)
+
+    def run(part: Sequence[int], net: nn.Module) -> None:
+        for s in part:
+            xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
+            sq = fastgrad.hook_sq(net, xc, yc, groups) if use_hooks else None
+            if sq is None:
+                sq = _layer_sq(per_sample_grads(net, xc, yc), groups)
+            out[:, s:s + len(xc)] = sq.cpu()  # disjoint columns per chunk
+            if bar is not None:
+                bar.update(1)
+
+    _run_parts(run, starts, model, workers, p.device)
+    if bar is not None:
+        bar.close()
     return out
+
+
+def _run_parts(run: Callable[[Sequence, nn.Module], None], items: Sequence, model: nn.Module,
+               workers: int, device: torch.device) -> None:
+    """run(items, model) or, on CPU with workers > 1, run(items[k::workers], a copy of the
+    model) on `workers` threads of one torch thread each (forward hooks and functional_call
+    touch the module, so every thread gets its own)."""
+    workers = min(workers, len(items)) if device.type == "cpu" else 1
+    if workers <= 1:
+        run(items, model)
+        return
+    import copy
+
+    from bnmem.train import map_single_threaded
+    map_single_threaded(lambda k: run(items[k::workers], copy.deepcopy(model)),
+                        list(range(workers)), workers)
 
 
 def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
@@ -169,15 +199,7 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
             if bar is not None:
                 bar.update(1)
 
-    workers = min(workers, len(batches)) if p.device.type == "cpu" else 1
-    if workers <= 1:
-        run(batches, model)
-    else:  # functional_call swaps a module's parameters: one copy of the model per thread
-        import copy
-
-        from bnmem.train import map_single_threaded
-        map_single_threaded(lambda k: run(batches[k::workers], copy.deepcopy(model)),
-                            list(range(workers)), workers)
+    _run_parts(run, batches, model, workers, p.device)
     if bar is not None:
         bar.close()
     return out
@@ -201,8 +223,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
         method: `eval` computation: `auto` (closed forms, bnmem.fastgrad, when every layer
             has one), `vmap` (torch.func vmap(grad), the reference) or `hooks`.
-        workers: `batch` on CPU: batches computed side by side by this many threads, one
-            torch thread and one model copy each (the batches are independent).
+        workers: on CPU, chunks (eval) or batches (batch) computed side by side by this
+            many threads, one torch thread and one model copy each (they are independent).
     """
     if definition not in ("eval", "batch"):
         raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
@@ -212,7 +234,7 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
             raise ValueError("definition batch: needs `batches`")
         sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers)
     else:
-        sq = _eval_sq(model, x, y, chunk_size, groups, progress, method)
+        sq = _eval_sq(model, x, y, chunk_size, groups, progress, method, workers)
     return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
 
 
