@@ -7,6 +7,7 @@
 import datetime
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,10 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["train", "grads", "attack", "attack_100", "pipeline"]
-COMMANDS = {"attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
+ORDER = ["train", "train_notes", "convs", "grads", "attack", "attack_100", "pipeline"]
+# grads prints its tables (bench/results/grads.md keeps them with notes added by hand)
+COMMANDS = {"grads": "python bench/bench_grads.py --threads 1",
+            "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
             "pipeline": "python bench/bench_pipeline.py --scaling"}
 
@@ -32,10 +35,11 @@ def main() -> None:
     assemble_only = only == ["--assemble"]
     (HERE / "results").mkdir(exist_ok=True)
     for name in ORDER:
-        script = HERE / f"bench_{name}.py"
-        if script.exists() and not assemble_only and (not only or name in only):
-            print(f"== {script.name}", flush=True)
-            subprocess.run([sys.executable, str(script)], check=True)
+        cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
+        runnable = (HERE / f"bench_{name}.py").exists() or name in COMMANDS
+        if runnable and not assemble_only and (not only or name in only):
+            print(f"== {cmd}", flush=True)
+            subprocess.run([sys.executable, *shlex.split(cmd)[1:]], cwd=HERE.parent, check=True)
     parts = ["# Benchmarks", "",
              f"Assembled {datetime.date.today()} by `make bench` (`python bench/run_all.py`). "
              f"Machine: {machine()}. Each section names its own command; every figure is a "
@@ -43,8 +47,10 @@ def main() -> None:
     for name in ORDER:
         res = HERE / "results" / f"{name}.md"
         if res.exists():
-            cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
-            parts += [res.read_text().strip(), "", f"*Command: `{cmd}`*", ""]
+            parts += [res.read_text().strip(), ""]
+            if (HERE / f"bench_{name}.py").exists() or name in COMMANDS:
+                cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
+                parts += [f"*Command: `{cmd}`*", ""]
     (HERE.parent / "BENCHMARKS.md").write_text("\n".join(parts) + "\n")
 
 
