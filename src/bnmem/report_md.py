@@ -134,9 +134,10 @@ def render(path: Path, cfg: Config, summary: dict, train: dict, grads: dict, att
           "LiRA, where only the identity query is recorded per epoch). They are not a clean "
           "control either: an arm matched at an early epoch is compared mid-schedule (cosine "
           "learning rate still high, weights not annealed) with one at its final, annealed "
-          "epoch, and the matched epoch is chosen on the same shadow models it scores. A "
-          "cleaner control would retrain each arm with a shorter full schedule that ends at "
-          "the common fit.",
+          "epoch, and the matched epoch is chosen on the same shadow models it scores. The "
+          "cleaner control retrains with a shorter full schedule ending near the common fit, "
+          "`dvc exp run -S train.epochs=<matched epoch>` (README.md reports it for the "
+          "default run).",
           "- Small default scale (LeNet, 2 000-sample pool) so the pipeline runs in minutes on a "
           "laptop CPU; the paper's CIFAR/ResNet scale is described in README.md."]
     with atomic_path(path) as tmp:
