@@ -77,14 +77,16 @@ def _spread(v: list[float]) -> str:
 def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int,
                 chunk_size: int, rounds: int) -> dict[str, dict[str, list[float]]]:
     """Seconds for the whole pool per set-up: the per-example loop (timed on k samples,
-    scaled) and fastgrad warm, at 1 torch thread, at all cores, and fastgrad as the grads
-    stage runs it (`grads.workers` = cores, threads of one torch thread, `train.threads: 1`).
+    scaled), fastgrad and vmap warm, at 1 torch thread, at all cores, and as the grads
+    stage runs them (`grads.workers` = cores, threads of one torch thread, `train.threads: 1`).
     Rounds alternate the set-ups so that load from other jobs hits all alike."""
     n, threads, cores = len(y), torch.get_num_threads(), os.cpu_count() or 1
     setups = {"loop, 1 thread": ("loop", 1, 1), f"loop, {cores} threads": ("loop", cores, 1),
               "fastgrad, 1 thread": ("fast", 1, 1),
               f"fastgrad, {cores} threads": ("fast", cores, 1),
-              f"fastgrad, {cores} workers x 1 thread (the stage)": ("fast", 1, cores)}
+              f"fastgrad, {cores} workers x 1 thread (the stage)": ("fast", 1, cores),
+              "vmap(grad), 1 thread": ("vmap", 1, 1),
+              f"vmap(grad), {cores} workers x 1 thread": ("vmap", 1, cores)}
     out: dict[str, list[float]] = {name: [] for name in setups}
     try:
         for r in range(rounds + 1):  # round 0 warms every set-up up
@@ -95,7 +97,8 @@ def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int
                     loop_norms(model, x[:k], y[:k])
                     sec = (time.perf_counter() - t0) * n / k
                 else:
-                    grad_norms(model, x, y, "eval", chunk_size, workers=workers)
+                    grad_norms(model, x, y, "eval", chunk_size, workers=workers,
+                               method="auto" if what == "fast" else "vmap")
                     sec = time.perf_counter() - t0
                 if r:
                     out[name].append(sec)
