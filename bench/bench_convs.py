@@ -7,8 +7,11 @@ and formulations that could replace what bnmem.stacked uses (grouped, channels-l
 Convolutions are ~65 % of a stacked training step (bench_train's profile), so they bound
 what any rearrangement of PyTorch ops can gain. Each row times the four convolution calls
 of one step for K models x B samples: conv1 forward, conv1 weight gradient, conv2 forward,
-conv2 input + weight gradient; median of `--rounds` calls after one warm-up. Every
-alternative computes the same tensors (checked against the grouped form before timing).
+conv2 input + weight gradient; median of `--rounds` calls after one warm-up, set-ups
+timed one after another. All set-ups compute convolutions of the same shapes on random
+tensors (the padded set-up also carries conv1's 2 extra channels into conv2's input, and
+its GFLOP/s counts LeNet's useful work only); the input gradient computed as a forward
+convolution is checked equal to the backward op before timing.
 """
 from __future__ import annotations
 
@@ -95,7 +98,7 @@ def main() -> None:
     k, b, g = args.models, args.batch, torch.Generator().manual_seed(0)
     # one step's FLOPs: forward 2*MACs per conv; backward = igrad (conv2 only) + wgrad
     macs1, macs2 = b * k * 6 * 25 * 28 * 28, b * k * 16 * 150 * 10 * 10
-    gflop = {"conv1 fwd": 2 * macs1, "conv1 wgrad": 2 * macs1, "conv2 fwd": 2 * macs2,
+    flops = {"conv1 fwd": 2 * macs1, "conv1 wgrad": 2 * macs1, "conv2 fwd": 2 * macs2,
              "conv2 igrad+wgrad": 4 * macs2}
     setups = {"grouped, channels-last (bnmem.stacked)": grouped(k, b, 6, CL, g),
               "grouped, NCHW": grouped(k, b, 6, torch.contiguous_format, g),
@@ -109,8 +112,8 @@ def main() -> None:
     for name, ops in setups.items():
         ms = {op: _time(fn, args.rounds) for op, fn in ops.items()}
         total = sum(ms.values())
-        lines.append(f"| {name} | " + " | ".join(f"{ms[op]:.1f}" for op in gflop)
-                     + f" | {total:.1f} | {sum(gflop.values()) / total / 1e6:.1f} |")
+        lines.append(f"| {name} | " + " | ".join(f"{ms[op]:.1f}" for op in flops)
+                     + f" | {total:.1f} | {sum(flops.values()) / total / 1e6:.1f} |")
     alt = {op: _time(fn, args.rounds) for op, fn in igrad_as_forward(k, b, g).items()}
     lines += ["", "conv2 input gradient alone: " + "; ".join(f"{op} {v:.1f} ms"
                                                            for op, v in alt.items()) + "."]

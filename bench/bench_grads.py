@@ -15,6 +15,7 @@ model and torch loaded), so the difference is what the gradient computation itse
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import resource
@@ -31,7 +32,7 @@ from bnmem.grads import grad_norms
 from bnmem.io import load_state
 from bnmem.pipeline import build, load_pool, tensors
 from bnmem.stacked import retain_heap
-from bnmem.train import batch_order
+from bnmem.train import batch_order, map_single_threaded
 
 
 def load(pool_path: str, models: str, arm: str) -> tuple[torch.nn.Module, dict, dict]:
@@ -74,37 +75,78 @@ def _spread(v: list[float]) -> str:
     return f"{np.median(v):.3f} [{min(v):.3f}, {max(v):.3f}]"
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # respects CPU affinity limits
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _loop_workers(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                  workers: int) -> None:
+    """The per-example loop split over `workers` threads of one torch thread each, a model
+    copy per thread: the loop given the same parallelism as the stage's fast path."""
+    parts = np.array_split(np.arange(len(y)), workers)
+    map_single_threaded(lambda i: loop_norms(copy.deepcopy(model), x[parts[i]], y[parts[i]]),
+                        list(range(workers)), workers)
+
+
 def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int,
-                chunk_size: int, rounds: int) -> dict[str, dict[str, list[float]]]:
+                chunk_size: int, rounds: int) -> dict[str, list[float]]:
     """Seconds for the whole pool per set-up: the per-example loop (timed on k samples,
-    scaled), fastgrad and vmap warm, at 1 torch thread, at all cores, and as the grads
-    stage runs them (`grads.workers` = cores, threads of one torch thread, `train.threads: 1`).
-    Rounds alternate the set-ups so that load from other jobs hits all alike."""
-    n, threads, cores = len(y), torch.get_num_threads(), os.cpu_count() or 1
-    setups = {"loop, 1 thread": ("loop", 1, 1), f"loop, {cores} threads": ("loop", cores, 1),
-              "fastgrad, 1 thread": ("fast", 1, 1),
-              f"fastgrad, {cores} threads": ("fast", cores, 1),
-              f"fastgrad, {cores} workers x 1 thread (the stage)": ("fast", 1, cores),
+    scaled), fastgrad and vmap warm; at 1 torch thread (per core), at all cores as torch
+    threads, and at all cores as worker threads of one torch thread each (how the grads
+    stage runs with `grads.workers` = cores and `train.threads: 1`). Rounds alternate the
+    set-ups so that load from other jobs hits all alike."""
+    n, threads, cores = len(y), torch.get_num_threads(), _cores()
+    setups = {"loop, 1 thread": ("loop", 1, 1),
+              f"loop, {cores} threads": ("loop", cores, 1),
+              f"loop, {cores} workers x 1 thread": ("loop", 1, cores),
+              "fastgrad, 1 thread": ("auto", 1, 1),
+              f"fastgrad, {cores} threads": ("auto", cores, 1),
+              f"fastgrad, {cores} workers x 1 thread": ("auto", 1, cores),
               "vmap(grad), 1 thread": ("vmap", 1, 1),
               f"vmap(grad), {cores} workers x 1 thread": ("vmap", 1, cores)}
     out: dict[str, list[float]] = {name: [] for name in setups}
     try:
         for r in range(rounds + 1):  # round 0 warms every set-up up
-            for name, (what, t, workers) in setups.items():
+            for name, (method, t, workers) in setups.items():
                 torch.set_num_threads(t)
                 t0 = time.perf_counter()
-                if what == "loop":
-                    loop_norms(model, x[:k], y[:k])
+                if method == "loop":
+                    _loop_workers(model, x[:k], y[:k], workers)
                     sec = (time.perf_counter() - t0) * n / k
                 else:
-                    grad_norms(model, x, y, "eval", chunk_size, workers=workers,
-                               method="auto" if what == "fast" else "vmap")
+                    grad_norms(model, x, y, "eval", chunk_size, workers=workers, method=method)
                     sec = time.perf_counter() - t0
                 if r:
                     out[name].append(sec)
     finally:
         torch.set_num_threads(threads)
     return out
+
+
+def scan_lines(scan: dict[str, list[float]], rounds: int, k: int, n: int) -> list[str]:
+    """Markdown: the scan table and the per-core / per-machine ratios it implies."""
+    cores = _cores()
+    med = {name: float(np.median(v)) for name, v in scan.items()}
+    loop1 = med["loop, 1 thread"]
+    best_loop = min(v for name, v in med.items() if name.startswith("loop"))
+    lines = ["", f"Per core and per machine (same run, {rounds} rounds alternating the "
+             f"set-ups, median [min, max]; the loop timed on the first {k} samples and "
+             f"scaled to {n}):", "",
+             "| set-up | seconds for the pool | vs loop, 1 thread | vs the fastest loop |",
+             "|---|---:|---:|---:|"]
+    for name, v in scan.items():
+        lines.append(f"| {name} | {_spread(v)} | {loop1 / med[name]:.1f}x | "
+                     f"{best_loop / med[name]:.1f}x |")
+    fast_all = med[f"fastgrad, {cores} workers x 1 thread"]
+    lines += ["", f"Per core (both 1 thread): **{loop1 / med['fastgrad, 1 thread']:.1f}x**. "
+              f"All {cores} cores, both as {cores} workers of one thread: "
+              f"**{med[f'loop, {cores} workers x 1 thread'] / fast_all:.1f}x**. "
+              f"The fast path at {cores} workers vs the single-process loop at its best "
+              f"thread count: {min(loop1, med[f'loop, {cores} threads']) / fast_all:.1f}x."]
+    return lines
 
 
 def child(args: argparse.Namespace) -> None:
@@ -187,10 +229,9 @@ def main() -> None:
         f"| vmap(grad), cold (first call) | {times[0]:.2f} | {n / times[0]:.0f} | "
         f"{t_loop / times[0]:.1f}x |",
         f"| vmap(grad), warm | {times[1]:.2f} | {n / times[1]:.0f} | {t_loop / times[1]:.1f}x |",
-        f"| closed forms from one backward (bnmem.fastgrad, the default), cold | "
-        f"{timed['hooks'][0]:.2f} | {n / timed['hooks'][0]:.0f} | {t_loop / timed['hooks'][0]:.1f}x |",
-        f"| closed forms from one backward (bnmem.fastgrad, the default), warm | "
-        f"{timed['hooks'][1]:.2f} | {n / timed['hooks'][1]:.0f} | {t_loop / timed['hooks'][1]:.1f}x |",
+        *[f"| closed forms from one backward (bnmem.fastgrad, the default), {label} | "
+          f"{sec:.2f} | {n / sec:.0f} | {t_loop / sec:.1f}x |"
+          for label, sec in zip(("cold", "warm"), timed["hooks"])],
         "", f"Max relative difference fastgrad vs loop (float32, first {k}): {err:.1e}", "",
         "| definition | samples | RSS before (MiB) | peak RSS during (MiB) | grads cost (MiB) | "
         "seconds (cold) | peak vs pool-size eval |", "|---|---:|---:|---:|---:|---:|---:|"]
@@ -198,21 +239,7 @@ def main() -> None:
         lines.append(f"| {d} | {m} | {r['before_mib']:.0f} | {r['peak_mib']:.0f} | "
                      f"{r['peak_mib'] - r['before_mib']:.0f} | {r['seconds']:.1f} | "
                      f"{r['peak_mib'] / mem[0]['peak_mib']:.2f}x |")
-    loop1 = float(np.median(scan["loop, 1 thread"]))
-    best_loop = min(float(np.median(v)) for name, v in scan.items() if name.startswith("loop"))
-    lines += ["", f"Per core and per machine (same run, {args.rounds} rounds alternating the "
-              f"set-ups, median [min, max]; the loop timed on the first {k} samples and "
-              f"scaled to {n}):", "",
-              "| set-up | seconds for the pool | vs loop, 1 thread | vs the best loop |",
-              "|---|---:|---:|---:|"]
-    for name, v in scan.items():
-        med = float(np.median(v))
-        lines.append(f"| {name} | {_spread(v)} | {loop1 / med:.1f}x | {best_loop / med:.1f}x |")
-    stage = float(np.median(scan[next(n for n in scan if n.endswith("(the stage)"))]))
-    lines += ["", f"Per core (both 1 thread): **{loop1 / np.median(scan['fastgrad, 1 thread']):.1f}x**. "
-              f"Whole machine ({os.cpu_count()} cores; the loop, one tiny sample per op, gains "
-              f"nothing from a second core): the stage's set-up vs the best loop "
-              f"**{best_loop / stage:.1f}x**."]
+    lines += scan_lines(scan, args.rounds, k, n)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

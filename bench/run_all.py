@@ -4,6 +4,8 @@
     python bench/run_all.py attack     # only bench_attack.py (others keep their last results)
     python bench/run_all.py --assemble # only rebuild BENCHMARKS.md from bench/results/
 """
+from __future__ import annotations
+
 import datetime
 import os
 import platform
@@ -16,8 +18,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "convs", "grads", "attack", "attack_100", "pipeline"]
-# grads prints its tables (bench/results/grads.md keeps them with notes added by hand)
-COMMANDS = {"grads": "python bench/bench_grads.py --threads 1",
+# grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
+COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
             "pipeline": "python bench/bench_pipeline.py --scaling"}
@@ -30,16 +32,24 @@ def machine() -> str:
             f"{torch.get_num_threads()} threads, python {platform.python_version()}")
 
 
+def command(name: str) -> str | None:
+    """The documented command of a section; None for hand-written notes."""
+    if name in COMMANDS:
+        return COMMANDS[name]
+    return f"python bench/bench_{name}.py" if (HERE / f"bench_{name}.py").exists() else None
+
+
 def main() -> None:
     only = sys.argv[1:]
     assemble_only = only == ["--assemble"]
     (HERE / "results").mkdir(exist_ok=True)
     for name in ORDER:
-        cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
-        runnable = (HERE / f"bench_{name}.py").exists() or name in COMMANDS
-        if runnable and not assemble_only and (not only or name in only):
+        cmd = command(name)
+        if cmd and not assemble_only and (not only or name in only):
             print(f"== {cmd}", flush=True)
-            subprocess.run([sys.executable, *shlex.split(cmd)[1:]], cwd=HERE.parent, check=True)
+            argv = shlex.split(cmd)
+            argv[0] = sys.executable if argv[0] == "python" else argv[0]
+            subprocess.run(argv, cwd=HERE.parent, check=True)
     parts = ["# Benchmarks", "",
              f"Assembled {datetime.date.today()} by `make bench` (`python bench/run_all.py`). "
              f"Machine: {machine()}. Each section names its own command; every figure is a "
@@ -48,9 +58,8 @@ def main() -> None:
         res = HERE / "results" / f"{name}.md"
         if res.exists():
             parts += [res.read_text().strip(), ""]
-            if (HERE / f"bench_{name}.py").exists() or name in COMMANDS:
-                cmd = COMMANDS.get(name, f"python bench/bench_{name}.py")
-                parts += [f"*Command: `{cmd}`*", ""]
+            if command(name):
+                parts += [f"*Command: `{command(name)}`*", ""]
     (HERE.parent / "BENCHMARKS.md").write_text("\n".join(parts) + "\n")
 
 

@@ -1,6 +1,8 @@
 """Per-sample gradient norms: vmap vs a per-example autograd loop, batch-coupled rows vs the
 batch gradient, chunking, and the grads stage end to end."""
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from bnmem import native
 from bnmem.config import config_from_dict
 from bnmem.data import preprocess
 from bnmem.grads import (batch_grads, grad_norms, has_batchnorm, histogram, layer_groups,
@@ -85,6 +88,49 @@ def test_vmap_matches_loop(arch: str, norm: str, method: str) -> None:
         assert torch.equal(v, state[k]), k
 
 
+needs_cc = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
+                              reason="no C compiler: bnmem.native is optional")
+
+
+@needs_cc
+@pytest.mark.parametrize("norm", ["none", "batchnorm"])
+@pytest.mark.parametrize("shape", ["fashion", "cifar100", "ties"])
+def test_native_kernel_matches_loop(norm: str, shape: str) -> None:
+    if shape == "cifar100":  # 3 channels, 32 px (no padding), 100 classes
+        model = make_model("lenet", norm, 100, 3, image_size=32, seed=0).double()
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(5, 3, 32, 32, generator=g, dtype=torch.float64)
+        y = torch.randint(0, 100, (5,), generator=g)
+    else:
+        model = _model("lenet", norm)
+        x, y = _inputs("lenet", 5)
+        if shape == "ties":  # every 2x2 pooling window of conv1 ties, with different patches
+            g = torch.Generator().manual_seed(4)  # small integers and dyadic weights: exact
+            x = torch.randint(-3, 4, (5, 1, 14, 14), generator=g).double()  # arithmetic, exact ties
+            x = x.repeat_interleave(2, 2).repeat_interleave(2, 3)
+            with torch.no_grad():  # centre tap only: conv1 output = w * pixel + b
+                model.conv1.weight.zero_()
+                model.conv1.weight[:, 0, 2, 2] = torch.randint(-4, 5, (6,), generator=g) / 4
+                model.conv1.bias.copy_(torch.randint(-4, 5, (6,), generator=g) / 8)
+    assert native.supported(model)
+    res = grad_norms(model, x, y, "eval", chunk_size=3, method="native")
+    ref = _loop_norms(model, x, y)
+    np.testing.assert_allclose(res.layer_norms, np.sqrt(ref), rtol=RTOL, atol=1e-12)
+    assert res.layers == tuple(layer_groups(model))
+    auto = grad_norms(model, x, y, "eval", chunk_size=3)  # auto picks the kernel
+    np.testing.assert_array_equal(auto.layer_norms, res.layer_norms)
+
+
+@needs_cc
+def test_native_kernel_rejects_bad_labels_and_models() -> None:
+    model = _model("lenet", "none")
+    x, y = _inputs("lenet", 2)
+    with pytest.raises(ValueError, match=r"y: labels must lie in \[0, classes\)"):
+        grad_norms(model, x, torch.tensor([0, 10]), "eval", method="native")
+    with pytest.raises(ValueError, match="method: 'native' needs a LeNet"):
+        grad_norms(_model("lenet", "groupnorm"), x, y, "eval", method="native")
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_batch_rows_sum_to_batch_gradient(arch: str) -> None:
     model = _model(arch, "batchnorm")
@@ -143,9 +189,10 @@ def test_chunking_invariant(definition: str) -> None:
     np.testing.assert_allclose(many.layer_norms, one.layer_norms, rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("definition,method", [("batch", "auto"), ("eval", "hooks"),
-                                               ("eval", "vmap")])
-def test_workers_give_the_same_norms(definition: str, method: str) -> None:
+@pytest.mark.parametrize("definition,method,workers", [
+    ("batch", "auto", 2), ("eval", "auto", 2), ("eval", "hooks", 2), ("eval", "vmap", 2),
+    ("eval", "auto", 9)])  # 9 workers > 4 chunks
+def test_workers_give_the_same_norms(definition: str, method: str, workers: int) -> None:
     # threads of one torch thread each over disjoint batches / chunks, a model copy per
     # thread (hooks and functional_call touch the module)
     model = _model("lenet", "batchnorm")
@@ -154,7 +201,7 @@ def test_workers_give_the_same_norms(definition: str, method: str) -> None:
     one = grad_norms(model, x, y, definition, chunk_size=3, batches=batches, method=method)
     threads = torch.get_num_threads()
     two = grad_norms(model, x, y, definition, chunk_size=3, batches=batches, method=method,
-                     workers=2)
+                     workers=workers)
     assert torch.get_num_threads() == threads  # restored
     # equal up to the summation order of a different intra-op thread count
     np.testing.assert_allclose(two.norms, one.norms, rtol=1e-10)
@@ -164,8 +211,9 @@ def test_workers_give_the_same_norms(definition: str, method: str) -> None:
 def test_unknown_eval_method_is_rejected() -> None:
     model = _model("lenet", "none")
     x, y = _inputs("lenet", 2)
-    with pytest.raises(ValueError, match="method: 'loop' is invalid; valid: auto"):
-        grad_norms(model, x, y, "eval", method="loop")
+    for definition in ("eval", "batch"):
+        with pytest.raises(ValueError, match="method: 'loop' is invalid; valid: auto"):
+            grad_norms(model, x, y, definition, batches=[np.arange(2)], method="loop")
 
 
 def test_summarize_and_histogram() -> None:

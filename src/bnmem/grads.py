@@ -23,6 +23,7 @@ Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight
 """
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
@@ -34,10 +35,11 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, jacrev, vmap
 
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
-from bnmem import fastgrad
+from bnmem import fastgrad, native
 from bnmem.models import bn_layers
+from bnmem.train import map_single_threaded
 
-EVAL_METHODS = ("auto", "hooks", "vmap")
+EVAL_METHODS = ("auto", "native", "hooks", "vmap")
 KINDS = (("clean", CLEAN), ("flipped", FLIPPED), ("ood", OOD))
 
 
@@ -130,12 +132,14 @@ def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
              groups: dict[str, list[str]], progress: bool, method: str = "auto",
              workers: int = 1) -> torch.Tensor:
-    """`eval` squared norms [L, n], chunk by chunk: closed forms from one backward
-    (bnmem.fastgrad) when every layer has one (`auto`/`hooks`), else vmap(grad) (`vmap`,
-    the reference)."""
-    if method not in EVAL_METHODS:
-        raise ValueError(f"method: {method!r} is invalid; valid: {' | '.join(EVAL_METHODS)}")
+    """`eval` squared norms [L, n], chunk by chunk: the C kernel for LeNet (bnmem.native,
+    `auto`/`native`), closed forms from one backward (bnmem.fastgrad, `auto`/`hooks`) when
+    every layer has one, else vmap(grad) (`vmap`, the reference)."""
     p = next(iter(model.parameters()))
+    use_native = method in ("auto", "native") and native.supported(model)
+    if method == "native" and not use_native:
+        raise ValueError("method: 'native' needs a LeNet (norm none or batchnorm) on the CPU "
+                         "and a C compiler; valid otherwise: auto | hooks | vmap")
     use_hooks = method in ("auto", "hooks") and fastgrad.supported(model)
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     starts = list(range(0, len(x), chunk_size))
@@ -147,7 +151,10 @@ def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int
     def run(part: Sequence[int], net: nn.Module) -> None:
         for s in part:
             xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
-            sq = fastgrad.hook_sq(net, xc, yc, groups) if use_hooks else None
+            if use_native:
+                sq = native.lenet_sq(net, xc, yc)
+            else:
+                sq = fastgrad.hook_sq(net, xc, yc, groups) if use_hooks else None
             if sq is None:
                 sq = _layer_sq(per_sample_grads(net, xc, yc), groups)
             out[:, s:s + len(xc)] = sq.cpu()  # disjoint columns per chunk
@@ -169,9 +176,6 @@ def _run_parts(run: Callable[[Sequence, nn.Module], None], items: Sequence, mode
     if workers <= 1:
         run(items, model)
         return
-    import copy
-
-    from bnmem.train import map_single_threaded
     map_single_threaded(lambda k: run(items[k::workers], copy.deepcopy(model)),
                         list(range(workers)), workers)
 
@@ -221,13 +225,17 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         chunk_size: samples per vmap call (eval); for batch, max(1, chunk_size // B)
             Jacobian rows per vmap call, i.e. about chunk_size sample passes at once.
         batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
-        method: `eval` computation: `auto` (closed forms, bnmem.fastgrad, when every layer
-            has one), `vmap` (torch.func vmap(grad), the reference) or `hooks`.
+        method: `eval` computation: `auto` (the first of `native`, `hooks`, `vmap` that
+            applies), `native` (C kernel for LeNet, bnmem.native), `hooks` (closed forms
+            after one autograd backward, bnmem.fastgrad) or `vmap` (torch.func vmap(grad),
+            the reference).
         workers: on CPU, chunks (eval) or batches (batch) computed side by side by this
             many threads, one torch thread and one model copy each (they are independent).
     """
     if definition not in ("eval", "batch"):
         raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
+    if method not in EVAL_METHODS:
+        raise ValueError(f"method: {method!r} is invalid; valid: {' | '.join(EVAL_METHODS)}")
     groups = layer_groups(model)
     if definition == "batch" and has_batchnorm(model):
         if batches is None:
