@@ -1,4 +1,5 @@
-"""Benchmark: per-sample gradient norms, torch.func vmap vs a per-example autograd loop.
+"""Benchmark: per-sample gradient norms, the C kernel, the PyTorch closed forms and
+torch.func vmap against a per-example autograd loop.
 
     python bench/bench_grads.py [--pool data/prepared/pool.npz] [--models data/models]
                                 [--arm batchnorm] [--loop-subset 200] [--big 60000]
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bnmem import native
 from bnmem.grads import grad_norms
 from bnmem.io import load_state
 from bnmem.pipeline import build, load_pool, tensors
@@ -92,21 +94,19 @@ def _loop_workers(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
 
 
 def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int,
-                chunk_size: int, rounds: int) -> dict[str, list[float]]:
+                chunk_size: int, rounds: int, methods: list[str]) -> dict[str, list[float]]:
     """Seconds for the whole pool per set-up: the per-example loop (timed on k samples,
-    scaled), fastgrad and vmap warm; at 1 torch thread (per core), at all cores as torch
-    threads, and at all cores as worker threads of one torch thread each (how the grads
+    scaled) at 1 torch thread, at all cores as torch threads and as workers; each eval
+    method (warm) at 1 thread and as worker threads of one torch thread each (how the grads
     stage runs with `grads.workers` = cores and `train.threads: 1`). Rounds alternate the
     set-ups so that load from other jobs hits all alike."""
     n, threads, cores = len(y), torch.get_num_threads(), _cores()
     setups = {"loop, 1 thread": ("loop", 1, 1),
               f"loop, {cores} threads": ("loop", cores, 1),
-              f"loop, {cores} workers x 1 thread": ("loop", 1, cores),
-              "fastgrad, 1 thread": ("auto", 1, 1),
-              f"fastgrad, {cores} threads": ("auto", cores, 1),
-              f"fastgrad, {cores} workers x 1 thread": ("auto", 1, cores),
-              "vmap(grad), 1 thread": ("vmap", 1, 1),
-              f"vmap(grad), {cores} workers x 1 thread": ("vmap", 1, cores)}
+              f"loop, {cores} workers x 1 thread": ("loop", 1, cores)}
+    for method in methods[::-1]:  # fastest first
+        setups[f"{method}, 1 thread"] = (method, 1, 1)
+        setups[f"{method}, {cores} workers x 1 thread"] = (method, 1, cores)
     out: dict[str, list[float]] = {name: [] for name in setups}
     try:
         for r in range(rounds + 1):  # round 0 warms every set-up up
@@ -140,12 +140,14 @@ def scan_lines(scan: dict[str, list[float]], rounds: int, k: int, n: int) -> lis
     for name, v in scan.items():
         lines.append(f"| {name} | {_spread(v)} | {loop1 / med[name]:.1f}x | "
                      f"{best_loop / med[name]:.1f}x |")
-    fast_all = med[f"fastgrad, {cores} workers x 1 thread"]
-    lines += ["", f"Per core (both 1 thread): **{loop1 / med['fastgrad, 1 thread']:.1f}x**. "
-              f"All {cores} cores, both as {cores} workers of one thread: "
-              f"**{med[f'loop, {cores} workers x 1 thread'] / fast_all:.1f}x**. "
-              f"The fast path at {cores} workers vs the single-process loop at its best "
-              f"thread count: {min(loop1, med[f'loop, {cores} threads']) / fast_all:.1f}x."]
+    fast = next(name.split(",")[0] for name in scan if not name.startswith("loop"))
+    fast_all = med[f"{fast}, {cores} workers x 1 thread"]
+    lines += ["", f"Fastest path `{fast}`: per core (both 1 thread) "
+              f"**{loop1 / med[f'{fast}, 1 thread']:.1f}x**; all {cores} cores, both as "
+              f"{cores} workers of one thread, "
+              f"**{med[f'loop, {cores} workers x 1 thread'] / fast_all:.1f}x**; vs the "
+              f"single-process loop at its best thread count "
+              f"{min(loop1, med[f'loop, {cores} threads']) / fast_all:.1f}x."]
     return lines
 
 
@@ -201,21 +203,22 @@ def main() -> None:
     model, meta, pool = load(args.pool, args.models, args.arm)
     x, y = tensors(pool, meta["dataset"])
     n, k = len(y), min(args.loop_subset, len(y))
-    timed = {}
-    for method in ("vmap", "hooks"):
+    labels = {"vmap": "vmap(grad)", "hooks": "closed forms after one autograd backward "
+              "(bnmem.fastgrad)", "native": "C kernel (bnmem.native, the default for LeNet)"}
+    methods = [m for m in labels if m != "native" or native.supported(model)]
+    timed, norms = {}, {}
+    for method in methods:
         times = []
         for _ in range(3):  # cold, then the best of two warm calls
             t0 = time.perf_counter()
-            res = grad_norms(model, x, y, "eval", args.chunk_size, method=method)
+            norms[method] = grad_norms(model, x, y, "eval", args.chunk_size, method=method).norms
             times.append(time.perf_counter() - t0)
         timed[method] = [times[0], min(times[1:])]
-    times = timed["vmap"]
     loop_norms(model, x[:5], y[:5])  # warm-up
     t0 = time.perf_counter()
     ref = loop_norms(model, x[:k], y[:k])
     t_loop = (time.perf_counter() - t0) * n / k
-    err = float(np.max(np.abs(res.norms[:k] - ref) / ref))
-    scan = thread_scan(model, x, y, k, args.chunk_size, args.rounds)
+    scan = thread_scan(model, x, y, k, args.chunk_size, args.rounds, methods)
     rows = [("eval", n), ("eval", args.big), ("batch", n)]
     mem = [measure(args, m, d) for d, m in rows]
     lines = [
@@ -225,14 +228,19 @@ def main() -> None:
         "| path | seconds for the pool | samples / s | speed-up vs loop |",
         "|---|---:|---:|---:|",
         f"| per-example loop (timed on {k}, scaled x{n / k:g}) | {t_loop:.2f} | "
-        f"{n / t_loop:.0f} | 1.0x |",
-        f"| vmap(grad), cold (first call) | {times[0]:.2f} | {n / times[0]:.0f} | "
-        f"{t_loop / times[0]:.1f}x |",
-        f"| vmap(grad), warm | {times[1]:.2f} | {n / times[1]:.0f} | {t_loop / times[1]:.1f}x |",
-        *[f"| closed forms from one backward (bnmem.fastgrad, the default), {label} | "
-          f"{sec:.2f} | {n / sec:.0f} | {t_loop / sec:.1f}x |"
-          for label, sec in zip(("cold", "warm"), timed["hooks"])],
-        "", f"Max relative difference fastgrad vs loop (float32, first {k}): {err:.1e}", "",
+        f"{n / t_loop:.0f} | 1.0x |"]
+    for method in methods:
+        for label, sec in zip(("cold (first call)", "warm"), timed[method]):
+            lines.append(f"| {labels[method]}, {label} | {sec:.2f} | {n / sec:.0f} | "
+                         f"{t_loop / sec:.1f}x |")
+    # float32 rounding: every path against a float64 computation of the same norms
+    exact = grad_norms(copy.deepcopy(model).double(), x[:k].double(), y[:k], "eval",
+                       method="vmap").norms
+    lines += ["", f"Max relative difference from a float64 computation (first {k} samples, "
+              "float32 paths): " + "; ".join(
+                  f"{m} {np.max(np.abs(v[:k] - exact) / exact):.1e}"
+                  for m, v in [("per-example loop", ref), *norms.items()]), ""]
+    lines += [
         "| definition | samples | RSS before (MiB) | peak RSS during (MiB) | grads cost (MiB) | "
         "seconds (cold) | peak vs pool-size eval |", "|---|---:|---:|---:|---:|---:|---:|"]
     for (d, m), r in zip(rows, mem):
