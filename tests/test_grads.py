@@ -122,6 +122,19 @@ def test_native_kernel_matches_loop(norm: str, shape: str) -> None:
 
 
 @needs_cc
+def test_without_the_kernel_auto_falls_back_to_pytorch(monkeypatch) -> None:
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 4)
+    with_kernel = grad_norms(model, x, y, "eval")
+    monkeypatch.setenv("BNMEM_NATIVE", "0")  # as on a machine without a C compiler
+    assert not native.supported(model)
+    without = grad_norms(model, x, y, "eval")
+    np.testing.assert_allclose(without.layer_norms, with_kernel.layer_norms, rtol=1e-10)
+    with pytest.raises(ValueError, match="method: 'native' needs"):
+        grad_norms(model, x, y, "eval", method="native")
+
+
+@needs_cc
 def test_native_kernel_rejects_bad_labels_and_models() -> None:
     model = _model("lenet", "none")
     x, y = _inputs("lenet", 2)

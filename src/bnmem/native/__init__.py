@@ -14,6 +14,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import platform
 import subprocess
 import sysconfig
 import tempfile
@@ -40,7 +41,10 @@ def _cache_dir() -> Path:
 
 def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
     real = {torch.float32: "float", torch.float64: "double"}[dtype]
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+    # -march=native code is only valid on this CPU: key the cache on its flags too, for
+    # home directories shared between machines
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()
+                            + _cpu_id().encode()).hexdigest()[:16]
     lib = _cache_dir() / f"lenet_sq_{real}_{digest}.so"
     if not lib.exists():
         cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
@@ -55,9 +59,22 @@ def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
                 log.info("native LeNet kernel unavailable (%s): using PyTorch", str(err).strip()[:200])
                 return None
             os.replace(part, lib)
-    handle = ctypes.CDLL(str(lib))
+    try:
+        handle = ctypes.CDLL(str(lib))
+    except OSError as exc:  # e.g. a cache on a noexec mount
+        log.info("native LeNet kernel unavailable (%s): using PyTorch", exc)
+        return None
     handle.lenet_sq.restype = ctypes.c_int
     return handle
+
+
+def _cpu_id() -> str:
+    """The CPU model and instruction-set flags (Linux), else the platform's description."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return "".join(sorted({l for l in lines if l.startswith(("model name", "flags"))}))
+    except OSError:
+        return platform.platform() + platform.processor()
 
 
 def _lib(dtype: torch.dtype) -> ctypes.CDLL | None:
