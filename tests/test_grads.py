@@ -135,9 +135,27 @@ def test_without_the_kernel_auto_falls_back_to_pytorch(monkeypatch) -> None:
 
 
 @needs_cc
+def test_native_kernel_propagates_nan_like_pytorch() -> None:
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 3)
+    x[1, 0, 5, 5] = float("nan")  # one sample's input: only its norms are NaN
+    res = grad_norms(model, x, y, "eval", method="native")
+    ref = grad_norms(model, x, y, "eval", method="vmap")
+    np.testing.assert_array_equal(np.isnan(res.norms), [False, True, False])
+    np.testing.assert_array_equal(np.isnan(res.norms), np.isnan(ref.norms))
+    with torch.no_grad():
+        model.fc1.weight[0, 0] = float("nan")  # a weight: every sample
+    assert np.isnan(grad_norms(model, x, y, "eval", method="native").norms).all()
+
+
+@needs_cc
 def test_native_kernel_rejects_bad_labels_and_models() -> None:
     model = _model("lenet", "none")
     x, y = _inputs("lenet", 2)
+    with pytest.raises(ValueError, match=r"x: expected \[n, 1, H, W\] with one label"):
+        grad_norms(model, x.expand(2, 3, 28, 28), y, "eval", method="native")
+    with pytest.raises(ValueError, match="one label per sample"):
+        grad_norms(model, x, y[:1], "eval", method="native")
     with pytest.raises(ValueError, match=r"y: labels must lie in \[0, classes\)"):
         grad_norms(model, x, torch.tensor([0, 10]), "eval", method="native")
     with pytest.raises(ValueError, match="method: 'native' needs a LeNet"):

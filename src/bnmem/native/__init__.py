@@ -6,7 +6,8 @@ bench/bench_grads.py measures both. It is an accelerator, never a requirement: w
 C compiler (or with BNMEM_NATIVE=0) `available()` is False and bnmem.fastgrad's PyTorch
 closed forms are used. Built with the system `cc` into ~/.cache/bnmem (XDG_CACHE_HOME),
 one library per source hash and precision; ctypes releases the GIL during a call, so
-bnmem.grads' worker threads run it in parallel.
+bnmem.grads' worker threads run it in parallel. It needs ~60 KB of stack per call (float32;
+~115 KB in float64): fine with glibc's 8 MB thread stacks.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import hashlib
 import logging
 import os
 import platform
+import shlex
 import subprocess
 import sysconfig
 import tempfile
@@ -47,12 +49,12 @@ def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
                             + _cpu_id().encode()).hexdigest()[:16]
     lib = _cache_dir() / f"lenet_sq_{real}_{digest}.so"
     if not lib.exists():
-        cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
+        cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
         lib.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:  # atomic: build, then rename
             part = Path(tmp) / lib.name
             try:
-                subprocess.run([cc, *FLAGS, f"-DREAL={real}", str(SOURCE), "-o", str(part), "-lm"],
+                subprocess.run([*cc, *FLAGS, f"-DREAL={real}", str(SOURCE), "-o", str(part), "-lm"],
                                check=True, capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.SubprocessError) as exc:
                 err = getattr(exc, "stderr", "") or exc
@@ -65,6 +67,7 @@ def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
         log.info("native LeNet kernel unavailable (%s): using PyTorch", exc)
         return None
     handle.lenet_sq.restype = ctypes.c_int
+    handle.lenet_sq.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 15  # see lenet_sq.c
     return handle
 
 
@@ -112,6 +115,9 @@ def lenet_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     dtype = model.conv1.weight.dtype
     lib = _lib(dtype)
     pad = model.conv1.padding[0]
+    if x.dim() != 4 or x.shape[1] != model.conv1.in_channels or len(y) != len(x):
+        raise ValueError(f"x: expected [n, {model.conv1.in_channels}, H, W] with one label "
+                         f"per sample, got x {tuple(x.shape)} and y {tuple(y.shape)}")
     xp = _arr(torch.nn.functional.pad(x, (pad,) * 4) if pad else x, dtype)
     if xp.shape[-2:] != (32, 32):
         raise ValueError(f"x: LeNet's padded input must be 32 x 32, got {tuple(xp.shape[-2:])}")
@@ -131,13 +137,17 @@ def lenet_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor
                                                    * scale, m.running_mean, inv)]
         bn_ptr = (ctypes.c_void_p * 16)(*[t.data_ptr() for t in bn_arrays])
     out = np.zeros((n, 9), dtype=np.float64)
-    code = lib.lenet_sq(ctypes.c_int(n), ctypes.c_int(c), ctypes.c_int(model.fc3.out_features),
-                        *[ctypes.c_void_p(t.data_ptr()) for t in keep[:1]],
-                        ctypes.c_void_p(yy.data_ptr()),
-                        *[ctypes.c_void_p(t.data_ptr()) for t in keep[1:]],
-                        bn_ptr, out.ctypes.data_as(ctypes.c_void_p))
+    code = lib.lenet_sq(n, c, model.fc3.out_features, keep[0].data_ptr(), yy.data_ptr(),
+                        *[t.data_ptr() for t in keep[1:]],
+                        ctypes.cast(bn_ptr, ctypes.c_void_p) if bn_ptr is not None else None,
+                        out.ctypes.data)
     if code:
         raise ValueError("y: labels must lie in [0, classes)" if code == 2 else
                          "native LeNet kernel: unsupported shape")
+    # The kernel's relu/max treat NaN as "not greater"; PyTorch propagates it. Match that:
+    # non-finite weights spoil every sample, a non-finite input only its own.
+    if not all(bool(torch.isfinite(t).all()) for t in [*keep[1:], *bn_arrays]):
+        out[:] = np.nan
+    out[~torch.isfinite(xp.flatten(1)).all(1).numpy()] = np.nan
     rows = list(range(9)) if bn_ptr is not None else [0, 2, 4, 6, 8]
     return torch.from_numpy(out[:, rows].T.copy())
