@@ -5,10 +5,11 @@ torch.func vmap against a per-example autograd loop.
                                 [--arm batchnorm] [--loop-subset 200] [--big 60000]
                                 [--threads 1] [--out bench/results/grads.md]
 
-Speed: the vmap path over the whole pool (cold = first call, including torch's one-off
-per-shape set-up, and warm = a second call) against a loop of one forward/backward per
-sample in eval mode, timed on the first `--loop-subset` samples and scaled linearly to the
-pool. Memory: peak RSS (getrusage ru_maxrss) of a fresh child process that computes all
+Speed: every eval path over the whole pool (cold = first call, including one-off set-up
+such as compiling the C kernel or torch's per-shape work, and warm = a later call) against
+a loop of one forward/backward per sample in eval mode, timed on the first
+`--loop-subset` samples and scaled linearly to the pool; then per core and per machine,
+the loop given the same threads as each path. Memory: peak RSS (getrusage ru_maxrss) of a fresh child process that computes all
 norms, for the real pool and for `--big` synthetic images (uniform random uint8 of the
 pool's shape, same preprocessing), next to the child's RSS just before computing (inputs,
 model and torch loaded), so the difference is what the gradient computation itself costs.
@@ -104,7 +105,7 @@ def thread_scan(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, k: int
     setups = {"loop, 1 thread": ("loop", 1, 1),
               f"loop, {cores} threads": ("loop", cores, 1),
               f"loop, {cores} workers x 1 thread": ("loop", 1, cores)}
-    for method in methods[::-1]:  # fastest first
+    for method in methods:
         setups[f"{method}, 1 thread"] = (method, 1, 1)
         setups[f"{method}, {cores} workers x 1 thread"] = (method, 1, cores)
     out: dict[str, list[float]] = {name: [] for name in setups}
@@ -140,7 +141,8 @@ def scan_lines(scan: dict[str, list[float]], rounds: int, k: int, n: int) -> lis
     for name, v in scan.items():
         lines.append(f"| {name} | {_spread(v)} | {loop1 / med[name]:.1f}x | "
                      f"{best_loop / med[name]:.1f}x |")
-    fast = next(name.split(",")[0] for name in scan if not name.startswith("loop"))
+    fast = min((name for name in med if name.endswith(", 1 thread") and
+                not name.startswith("loop")), key=med.get).split(",")[0]
     fast_all = med[f"{fast}, {cores} workers x 1 thread"]
     lines += ["", f"Fastest path `{fast}`: per core (both 1 thread) "
               f"**{loop1 / med[f'{fast}, 1 thread']:.1f}x**; all {cores} cores, both as "

@@ -2,8 +2,10 @@
 
 `eval` (the default): BN layers in eval mode, normalizing with their running statistics
 (the buffers are passed to functional_call), so l_i = CE(f(x_i; theta), y_i) depends on
-x_i alone. Computed as vmap(grad(l)) over chunks of `chunk_size` samples, which bounds
-memory (chunk_size x n_params floats) at any pool size. Valid for every arm.
+x_i alone. Computed over chunks of `chunk_size` samples, which bounds memory at any pool
+size, by the first that applies of: a C kernel for LeNet (bnmem.native), closed forms after
+one autograd backward (bnmem.fastgrad), vmap(grad(l)) (the reference; chunk_size x
+n_params floats). Valid for every arm.
 
 `batch` (batch-coupled, for BN): the pool is cut into the training batches (the caller
 passes them; the stage uses the first epoch of bnmem.train.batch_order). For each batch of

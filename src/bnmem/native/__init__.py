@@ -3,7 +3,7 @@
 The C kernel runs one sample at a time in cache and only touches the max-pools' argmax
 positions on the way back, where PyTorch runs ~15 batched kernels over the whole chunk;
 bench/bench_grads.py measures both. It is an accelerator, never a requirement: without a
-C compiler (or with BNMEM_NATIVE=0) `available()` is False and bnmem.fastgrad's PyTorch
+C compiler (or with BNMEM_NATIVE=0) `supported()` is False and bnmem.fastgrad's PyTorch
 closed forms are used. Built with the system `cc` into ~/.cache/bnmem (XDG_CACHE_HOME),
 one library per source hash and precision; ctypes releases the GIL during a call, so
 bnmem.grads' worker threads run it in parallel. It needs ~60 KB of stack per call (float32;
@@ -33,7 +33,6 @@ FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-tr
          "-fassociative-math", "-fno-signed-zeros"]  # the last three let gcc vectorize sums
 _LIBS: dict[torch.dtype, ctypes.CDLL | None] = {}
 _LOCK = threading.Lock()
-ROWS_BN = ("conv1", "norm1", "conv2", "norm2", "fc1", "norm3", "fc2", "norm4", "fc3")
 
 
 def _cache_dir() -> Path:

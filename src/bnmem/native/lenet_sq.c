@@ -37,7 +37,7 @@ typedef REAL real;
 
 /* GCC/Clang vector extension: 32 bytes (AVX) of `real`; unaligned loads via memcpy */
 typedef real vec __attribute__((vector_size(32)));
-#define VL (32 / sizeof(real))
+#define VL ((int)(32 / sizeof(real)))
 #define NV (C2 / VL)
 static inline vec loadv(const real *p) {
     vec v;
@@ -68,6 +68,33 @@ static void pool_plane(const real *z, int h, real s, real t, real *p, unsigned c
             arg[i * hp + j] = (unsigned char)a;
         }
     }
+}
+
+static double sumsq(const real *v, int n) {
+    double acc = 0;
+    for (int i = 0; i < n; i++) acc += sq(v[i]);
+    return acc;
+}
+
+/* From the gradient d [nout] at a linear layer's output (weight w [nout, nin]) back to
+ * the gradient dz [nin] at the pre-activation z of the layer below, through relu(h) and,
+ * when bnl[0] is set, eval BN h = s*z + t (bnl: s, t, mean, inv), whose per-sample
+ * gamma/beta squared gradients go to *bnrow. Returns ||dz||^2. */
+static double dense_back(int nin, int nout, const real *w, const real *d, const real *h,
+                         const real *z, const real *const *bnl, double *bnrow, real *dz) {
+    double dd = 0;
+    for (int m = 0; m < nin; m++) {
+        real g = 0;
+        for (int k = 0; k < nout; k++) g += w[k * nin + m] * d[k];
+        g = h[m] > 0 ? g : 0;
+        if (bnl[0]) {
+            *bnrow += sq(g * (z[m] - bnl[2][m]) * bnl[3][m]) + sq(g);
+            g *= bnl[0][m];
+        }
+        dz[m] = g;
+        dd += sq(g);
+    }
+    return dd;
 }
 
 static void one(int C, int K, const real *xp, int64_t y, const real *w1, const real *b1,
@@ -111,7 +138,7 @@ static void one(int C, int K, const real *xp, int64_t y, const real *w1, const r
                         for (int v = 0; v < NV; v++) acc[v] += loadv(wr + v * VL) * a;
                     }
             for (int v = 0; v < NV; v++)
-                for (int l = 0; l < (int)VL; l++) z2[v * VL + l][oy * H2 + ox] = acc[v][l];
+                for (int l = 0; l < VL; l++) z2[v * VL + l][oy * H2 + ox] = acc[v][l];
         }
     for (int o = 0; o < C2; o++)
         pool_plane(z2[o], H2, bnon ? bn[4][o] : 1, bnon ? bn[5][o] : 0, p2 + o * P2 * P2, a2[o]);
@@ -148,38 +175,12 @@ static void one(int C, int K, const real *xp, int64_t y, const real *w1, const r
     d5[y] = (real)(-rest / esum);
 
     /* backward: fully connected layers (||dW_i||^2 = ||delta||^2 ||a||^2, bias ||delta||^2) */
-    double dd = 0, aa = 0;
-    for (int k = 0; k < K; k++) dd += sq(d5[k]);
-    for (int m = 0; m < F2; m++) aa += sq(r4[m]);
-    out[8] = dd * (aa + 1);
-    dd = 0, aa = 0;
-    for (int m = 0; m < F2; m++) {
-        real s = 0;
-        for (int k = 0; k < K; k++) s += w5[k * F2 + m] * d5[k];
-        s = h4[m] > 0 ? s : 0;
-        if (bnon) {
-            out[7] += sq(s * (z4[m] - bn[14][m]) * bn[15][m]) + sq(s);
-            s *= bn[12][m];
-        }
-        dz4[m] = s;
-        dd += sq(s);
-    }
-    for (int m = 0; m < F1; m++) aa += sq(r3[m]);
-    out[6] = dd * (aa + 1);
-    dd = 0, aa = 0;
-    for (int m = 0; m < F1; m++) {
-        real s = 0;
-        for (int k = 0; k < F2; k++) s += w4[k * F1 + m] * dz4[k];
-        s = h3[m] > 0 ? s : 0;
-        if (bnon) {
-            out[5] += sq(s * (z3[m] - bn[10][m]) * bn[11][m]) + sq(s);
-            s *= bn[8][m];
-        }
-        dz3[m] = s;
-        dd += sq(s);
-    }
-    for (int m = 0; m < IN1; m++) aa += sq(p2[m]);
-    out[4] = dd * (aa + 1);
+    const real *none = 0;
+    out[8] = sumsq(d5, K) * (sumsq(r4, F2) + 1);
+    out[6] = dense_back(F2, K, w5, d5, h4, z4, bnon ? bn + 12 : &none, &out[7], dz4)
+             * (sumsq(r3, F1) + 1);
+    out[4] = dense_back(F1, F2, w4, dz4, h3, z3, bnon ? bn + 8 : &none, &out[5], dz3)
+             * (sumsq(p2, IN1) + 1);
     for (int m = 0; m < IN1; m++) dp2[m] = 0;
     for (int k = 0; k < F1; k++) {
         real d = dz3[k];
