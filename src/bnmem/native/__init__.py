@@ -29,9 +29,10 @@ from torch import nn
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("lenet_sq.c")
+TRAIN_SOURCE = Path(__file__).with_name("lenet_train.c")
 FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
          "-fassociative-math", "-fno-signed-zeros"]  # the last three let gcc vectorize sums
-_LIBS: dict[torch.dtype, ctypes.CDLL | None] = {}
+_LIBS: dict[tuple[Path, torch.dtype], ctypes.CDLL | None] = {}
 _LOCK = threading.Lock()
 
 
@@ -40,20 +41,20 @@ def _cache_dir() -> Path:
     return Path(base) / "bnmem"
 
 
-def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
+def _build(source: Path, dtype: torch.dtype) -> ctypes.CDLL | None:
     real = {torch.float32: "float", torch.float64: "double"}[dtype]
     # -march=native code is only valid on this CPU: key the cache on its flags too, for
     # home directories shared between machines
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()
+    digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()
                             + _cpu_id().encode()).hexdigest()[:16]
-    lib = _cache_dir() / f"lenet_sq_{real}_{digest}.so"
+    lib = _cache_dir() / f"{source.stem}_{real}_{digest}.so"
     if not lib.exists():
         cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
         lib.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:  # atomic: build, then rename
             part = Path(tmp) / lib.name
             try:
-                subprocess.run([*cc, *FLAGS, f"-DREAL={real}", str(SOURCE), "-o", str(part), "-lm"],
+                subprocess.run([*cc, *FLAGS, f"-DREAL={real}", str(source), "-o", str(part), "-lm"],
                                check=True, capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.SubprocessError) as exc:
                 err = getattr(exc, "stderr", "") or exc
@@ -65,8 +66,12 @@ def _build(dtype: torch.dtype) -> ctypes.CDLL | None:
     except OSError as exc:  # e.g. a cache on a noexec mount
         log.info("native LeNet kernel unavailable (%s): using PyTorch", exc)
         return None
-    handle.lenet_sq.restype = ctypes.c_int
-    handle.lenet_sq.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 15  # see lenet_sq.c
+    if source == SOURCE:
+        handle.lenet_sq.restype = ctypes.c_int
+        handle.lenet_sq.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 15  # see lenet_sq.c
+    else:
+        handle.lenet_train.restype = ctypes.c_int
+        handle.lenet_train.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 9  # lenet_train.c
     return handle
 
 
@@ -79,13 +84,13 @@ def _cpu_id() -> str:
         return platform.platform() + platform.processor()
 
 
-def _lib(dtype: torch.dtype) -> ctypes.CDLL | None:
+def _lib(dtype: torch.dtype, source: Path = SOURCE) -> ctypes.CDLL | None:
     if os.environ.get("BNMEM_NATIVE", "1") == "0" or dtype not in (torch.float32, torch.float64):
         return None
     with _LOCK:
-        if dtype not in _LIBS:
-            _LIBS[dtype] = _build(dtype)
-        return _LIBS[dtype]
+        if (source, dtype) not in _LIBS:
+            _LIBS[source, dtype] = _build(source, dtype)
+        return _LIBS[source, dtype]
 
 
 def supported(model: nn.Module) -> bool:
@@ -150,3 +155,73 @@ def lenet_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     out[~torch.isfinite(xp.flatten(1)).all(1).numpy()] = np.nan
     rows = list(range(9)) if bn_ptr is not None else [0, 2, 4, 6, 8]
     return torch.from_numpy(out[:, rows].T.copy())
+
+
+_SLOTS = [f"{layer}.{kind}" for layer in ("conv1", "norm1", "conv2", "norm2", "fc1", "norm3",
+                                          "fc2", "norm4", "fc3") for kind in ("weight", "bias")]
+
+
+class TrainStep:
+    """Gradients of one SGD step for K stacked LeNets in C (lenet_train.c), written into
+    each parameter's `.grad`; the optimizer step stays in PyTorch.
+
+    `params`: {LeNet parameter name: [K, *shape] leaf tensor}; `state`: the stacked
+    state_dict (running statistics updated in place). `x_pad`: the pool [N, C, 32, 32]
+    (zero-padded to 32 px as conv1 pads), `y`: its labels [N]. `lam`, `target`: the
+    gamma/sigma penalty (lam 0: off). Build with `TrainStep.create`, which returns None
+    where the kernel does not apply (no compiler, BNMEM_NATIVE=0, not the CPU, a dtype
+    other than float32/float64, norm other than none/batchnorm).
+    """
+
+    def __init__(self, lib: ctypes.CDLL, params: dict[str, torch.Tensor],
+                 state: dict[str, torch.Tensor], x_pad: torch.Tensor, y: torch.Tensor,
+                 bn: bool, eps: float, momentum: float, lam: float, target: float):
+        self.lib, self.x_pad, self.y = lib, x_pad.contiguous(), y.to(torch.int64).contiguous()
+        self.k = len(params["conv1.weight"])
+        self.classes = params["fc3.weight"].shape[1]
+        dtype = params["conv1.weight"].dtype
+        for p in params.values():
+            p.grad = torch.zeros_like(p)
+        self.hyper = torch.tensor([eps, momentum, lam, target], dtype=dtype)
+
+        def table(tensors: list[torch.Tensor | None]) -> ctypes.Array:
+            ptrs = []
+            for k in range(self.k):
+                ptrs += [None if t is None else t.data_ptr() + k * t[0].numel() * t.element_size()
+                         for t in tensors]
+            return (ctypes.c_void_p * len(ptrs))(*ptrs)
+
+        self.p_table = table([params.get(s) for s in _SLOTS])
+        self.g_table = table([params[s].grad if s in params else None for s in _SLOTS])
+        stats = [state.get(f"norm{i}.running_{m}") for i in range(1, 5) for m in ("mean", "var")]
+        self.r_table = table(stats if bn else [None] * 8)
+        self.out = torch.zeros(self.k, 2, dtype=torch.float64)
+
+    @classmethod
+    def create(cls, params: dict[str, torch.Tensor], state: dict[str, torch.Tensor], norm: str,
+               x_pad: torch.Tensor, y: torch.Tensor, eps: float, momentum: float | None,
+               lam: float, target: float) -> "TrainStep | None":
+        w = params["conv1.weight"]
+        if (norm not in ("none", "batchnorm") or w.device.type != "cpu" or momentum is None
+                or x_pad.shape[1:] != (w.shape[2], 32, 32) or w.shape[2] > 3
+                or params["fc3.weight"].shape[1] > 256 or x_pad.dtype != w.dtype):
+            return None
+        lib = _lib(w.dtype, TRAIN_SOURCE)
+        if lib is None:
+            return None
+        return cls(lib, params, state, x_pad, y, norm == "batchnorm", eps, momentum, lam, target)
+
+    def __call__(self, rows: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients for batches x_pad[rows[k, :counts[k]]] (rows [K, B] int64, real rows
+        first); returns each model's mean batch loss and penalty, float64 [K] each."""
+        rows, counts = rows.to(torch.int64).contiguous(), counts.to(torch.int64).contiguous()
+        code = self.lib.lenet_train(
+            self.k, rows.shape[1], self.x_pad.shape[1], self.classes, counts.data_ptr(),
+            rows.data_ptr(), self.x_pad.data_ptr(), self.y.data_ptr(), self.hyper.data_ptr(),
+            *[ctypes.cast(t, ctypes.c_void_p) for t in (self.p_table, self.g_table, self.r_table)],
+            self.out.data_ptr())
+        if code:
+            raise ValueError({2: "y: labels must lie in [0, classes)",
+                              3: "native LeNet training step: out of memory"}.get(
+                code, "native LeNet training step: unsupported shape or batch"))
+        return self.out[:, 0], self.out[:, 1]

@@ -1,0 +1,493 @@
+/* Gradients of one SGD step of LeNet for K models, each on its own batch: cross-entropy
+ * (mean over the batch) plus lam * the gamma/sigma_B penalty, with no norm layers or with
+ * train-mode BatchNorm (batch statistics, running statistics updated in place). The
+ * optimizer stays in PyTorch. Compiled by bnmem.native with REAL = float or double.
+ *
+ * The batch's samples are the SIMD lanes: activations are stored [group][feature][lane]
+ * with L = 32 / sizeof(REAL) samples per group, so every layer is the per-sample scalar
+ * algorithm run on vectors of L samples, BN's batch statistics are sums over groups and
+ * lanes, and no gradient needs a horizontal sum except the weight gradients (once per
+ * weight). Lanes past the batch's real samples are zero inputs whose gradients are masked.
+ *
+ * Per model k (pointer tables, row-major as torch's contiguous tensors):
+ *   P[k*18 + i]  parameters in LeNet's named_parameters order: conv1.weight [6, C, 5, 5],
+ *                conv1.bias, norm1.weight, norm1.bias, conv2.weight [16, 6, 5, 5],
+ *                conv2.bias, norm2.*, fc1.weight [120, 400], fc1.bias, norm3.*,
+ *                fc2.weight [84, 120], fc2.bias, norm4.*, fc3.weight [NC, 84], fc3.bias;
+ *                the norm slots are NULL without BN.
+ *   G[k*18 + i]  their gradients (overwritten).
+ *   R[k*8 + i]   running mean, running var of norm1..norm4 (updated in place), or NULL.
+ *   idx[k*bmax + b], b < cnt[k]: the batch's rows of xpool [N, C, 32, 32] (already padded
+ *                to 32 x 32) and ypool [N].
+ *   hyper: eps, momentum (running statistics), lam, target.
+ *   out[2k], out[2k+1]: the batch's mean loss and the penalty (without lam).
+ * Max-pool ties go to the first position in row-major order, as in PyTorch.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef REAL
+#define REAL float
+#endif
+typedef REAL real;
+typedef real vec __attribute__((vector_size(32)));
+#define ITYPE_float int32_t
+#define ITYPE_double int64_t
+#define CAT(a, b) a##b
+#define ITYPE(r) CAT(ITYPE_, r)
+typedef ITYPE(REAL) ivec __attribute__((vector_size(32)));  /* lane masks of a comparison */
+#define L ((int)(32 / sizeof(real)))
+
+#define C1 6
+#define H1 28
+#define Q1 (H1 * H1)
+#define P1 14
+#define S1 (P1 * P1)
+#define C2 16
+#define H2 10
+#define Q2 (H2 * H2)
+#define P2 5
+#define F0 (C2 * P2 * P2)
+#define F1 120
+#define F2 84
+#define NBN (C1 + C2 + F1 + F2)
+
+static inline vec sel(ivec m, vec a, vec b) { return (vec)(((ivec)a & m) | ((ivec)b & ~m)); }
+static inline vec relu_mask(vec keep_if_pos, vec g) { return sel(keep_if_pos > 0, g, (vec){}); }
+
+static inline double hsum(vec v) {
+    double s = 0;
+    for (int l = 0; l < L; l++) s += v[l];
+    return s;
+}
+
+/* One BN layer's batch statistics and the per-channel constants of its forward/backward. */
+typedef struct {
+    double mean, inv, scale, shift, gsig, ggam;  /* gsig, ggam: penalty gradients */
+} bnc;
+
+/* Statistics of nf features over npos positions of every group (stride between groups
+ * `gs` vectors, feature f at f * fs); masked lanes excluded; n real samples. */
+static void bn_stats(const vec *z, int groups, int gs, int nf, int fs, int npos,
+                     const vec *mk, int n, const real *gamma, const real *beta, real *rm,
+                     real *rv, double eps, double mom, bnc *out) {
+    double cnt = (double)n * npos;
+    for (int f = 0; f < nf; f++) {
+        double s = 0, ss = 0;
+        for (int g = 0; g < groups; g++) {
+            const vec *p = z + g * gs + f * fs;
+            vec acc = {};
+            for (int q = 0; q < npos; q++) acc += p[q];
+            s += hsum(acc * mk[g]);
+        }
+        double mean = s / cnt;
+        for (int g = 0; g < groups; g++) {
+            const vec *p = z + g * gs + f * fs;
+            vec acc = {}, m = (vec){} + (real)mean;
+            for (int q = 0; q < npos; q++) acc += (p[q] - m) * (p[q] - m);
+            ss += hsum(acc * mk[g]);
+        }
+        double var = ss / cnt, inv = 1 / sqrt(var + eps);
+        out[f].mean = mean;
+        out[f].inv = inv;
+        out[f].scale = gamma[f] * inv;
+        out[f].shift = beta[f] - mean * gamma[f] * inv;
+        out[f].gsig = out[f].ggam = 0;
+        rm[f] = (real)((1 - mom) * rm[f] + mom * mean);
+        rv[f] = (real)((1 - mom) * rv[f] + mom * var * cnt / (cnt - 1));
+    }
+}
+
+/* BN backward for one feature over its positions in every group, in place on gy (the
+ * gradient at BN's output) -> gradient at its input; writes d gamma, d beta. */
+static void bn_back(vec *gy, const vec *z, int groups, int gs, int fs, int f, int npos,
+                    const vec *mk, int n, const bnc *c, real *dgamma, real *dbeta) {
+    double cnt = (double)n * npos, sb = 0, sg = 0;
+    vec m = (vec){} + (real)c->mean, inv = (vec){} + (real)c->inv;
+    for (int g = 0; g < groups; g++) {
+        const vec *zz = z + g * gs + f * fs, *gg = gy + g * gs + f * fs;
+        vec ab = {}, ag = {};
+        for (int q = 0; q < npos; q++) {
+            ab += gg[q];
+            ag += gg[q] * (zz[q] - m);
+        }
+        sb += hsum(ab * mk[g]);
+        sg += hsum(ag * mk[g]) * c->inv;
+    }
+    *dbeta = (real)sb;
+    *dgamma = (real)(sg + c->ggam);
+    /* dz = scale * (gy - sb/cnt - xhat * sg/cnt) + gsig * xhat / cnt */
+    vec a = (vec){} + (real)c->scale, b = (vec){} + (real)(c->scale * sb / cnt);
+    vec d = (vec){} + (real)((c->gsig - c->scale * sg) / cnt);
+    for (int g = 0; g < groups; g++) {
+        const vec *zz = z + g * gs + f * fs;
+        vec *gg = gy + g * gs + f * fs;
+        for (int q = 0; q < npos; q++) gg[q] = (a * gg[q] - b + d * ((zz[q] - m) * inv)) * mk[g];
+    }
+}
+
+/* 2x2 max-pool of h = s*z + t on an H x H plane, then relu; argmax index 0..3 per lane
+ * (first of equal values, as PyTorch). */
+static void pool(const vec *z, int h, real s, real t, vec *p, ivec *arg) {
+    int hp = h / 2;
+    for (int i = 0; i < hp; i++)
+        for (int j = 0; j < hp; j++) {
+            const vec *r0 = z + 2 * i * h + 2 * j, *r1 = r0 + h;
+            vec v0 = s * r0[0] + t, v1 = s * r0[1] + t, v2 = s * r1[0] + t, v3 = s * r1[1] + t;
+            vec m = v0;
+            ivec a = {}, c;
+            c = v1 > m; m = sel(c, v1, m); a = (a & ~c) | (c & 1);
+            c = v2 > m; m = sel(c, v2, m); a = (a & ~c) | (c & 2);
+            c = v3 > m; m = sel(c, v3, m); a = (a & ~c) | (c & 3);
+            p[i * hp + j] = sel(m > 0, m, (vec){});
+            arg[i * hp + j] = a;
+        }
+}
+
+/* Gradient at the pool's input positions (dense H x H plane) from dp at its output. */
+static void unpool(const vec *dp, const vec *p, const ivec *arg, int h, vec *gz) {
+    int hp = h / 2;
+    for (int i = 0; i < hp; i++)
+        for (int j = 0; j < hp; j++) {
+            vec g = relu_mask(p[i * hp + j], dp[i * hp + j]);
+            ivec a = arg[i * hp + j];
+            vec *r0 = gz + 2 * i * h + 2 * j, *r1 = r0 + h;
+            r0[0] = sel(a == 0, g, (vec){});
+            r0[1] = sel(a == 1, g, (vec){});
+            r1[0] = sel(a == 2, g, (vec){});
+            r1[1] = sel(a == 3, g, (vec){});
+        }
+}
+
+/* out[g][k] = b[k] + sum_m w[k][m] in[g][m] for every group (in: nin, out: nout vecs). */
+static void dense_fwd(int groups, int nin, int nout, const real *w, const real *b,
+                      const vec *in, vec *out) {
+    for (int g = 0; g < groups; g++) {
+        const vec *x = in + g * nin;
+        vec *o = out + g * nout;
+        int k = 0;
+        for (; k + 4 <= nout; k += 4) {
+            vec a0 = (vec){} + b[k], a1 = (vec){} + b[k + 1], a2 = (vec){} + b[k + 2],
+                a3 = (vec){} + b[k + 3];
+            const real *w0 = w + k * nin, *w1 = w0 + nin, *w2 = w1 + nin, *w3 = w2 + nin;
+            for (int m = 0; m < nin; m++) {
+                vec u = x[m];
+                a0 += u * w0[m]; a1 += u * w1[m]; a2 += u * w2[m]; a3 += u * w3[m];
+            }
+            o[k] = a0; o[k + 1] = a1; o[k + 2] = a2; o[k + 3] = a3;
+        }
+        for (; k < nout; k++) {
+            vec a = (vec){} + b[k];
+            for (int m = 0; m < nin; m++) a += x[m] * w[k * nin + m];
+            o[k] = a;
+        }
+    }
+}
+
+/* Weight and bias gradients of a dense layer (dw [nout, nin], db [nout]) from the
+ * gradient d at its output and its input a; and, with da, the gradient at its input. */
+static void dense_back(int groups, int nin, int nout, const real *w, const vec *d,
+                       const vec *a, real *dw, real *db, vec *da) {
+    for (int k = 0; k < nout; k++) {
+        vec sb = {};
+        for (int g = 0; g < groups; g++) sb += d[g * nout + k];
+        db[k] = (real)hsum(sb);
+        for (int m = 0; m < nin; m++) {
+            vec s = {};
+            for (int g = 0; g < groups; g++) s += d[g * nout + k] * a[g * nin + m];
+            dw[k * nin + m] = (real)hsum(s);
+        }
+    }
+    if (!da) return;
+    for (int g = 0; g < groups; g++) {
+        const vec *dd = d + g * nout;
+        vec *o = da + g * nin;
+        int m = 0;
+        for (; m + 4 <= nin; m += 4) {
+            vec a0 = {}, a1 = {}, a2 = {}, a3 = {};
+            for (int k = 0; k < nout; k++) {
+                vec u = dd[k];
+                const real *wr = w + k * nin + m;
+                a0 += u * wr[0]; a1 += u * wr[1]; a2 += u * wr[2]; a3 += u * wr[3];
+            }
+            o[m] = a0; o[m + 1] = a1; o[m + 2] = a2; o[m + 3] = a3;
+        }
+        for (; m < nin; m++) {
+            vec a0 = {};
+            for (int k = 0; k < nout; k++) a0 += dd[k] * w[k * nin + m];
+            o[m] = a0;
+        }
+    }
+}
+
+/* Train-mode BN (or nothing) then relu on dense features z [groups][nf] -> r. */
+static void bn_relu_dense(int groups, int nf, const vec *z, const bnc *c, vec *r) {
+    for (int g = 0; g < groups; g++)
+        for (int f = 0; f < nf; f++) {
+            vec h = c ? (real)c[f].scale * z[g * nf + f] + (real)c[f].shift : z[g * nf + f];
+            r[g * nf + f] = sel(h > 0, h, (vec){});
+        }
+}
+
+static void penalty(const real *gamma, bnc *c, int nf, double lam, double target, double *pen) {
+    for (int f = 0; f < nf; f++) {
+        double sigma = 1 / c[f].inv, ag = fabs((double)gamma[f]), r = ag / sigma - target;
+        if (r <= 0) continue;
+        *pen += r * r / NBN;
+        double sgn = gamma[f] > 0 ? 1 : gamma[f] < 0 ? -1 : 0;
+        c[f].ggam = lam * 2 * r * sgn / sigma / NBN;
+        c[f].gsig = -lam * 2 * r * ag / (sigma * sigma) / NBN;
+    }
+}
+
+static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpool,
+                     const int64_t *ypool, real *const *P, real *const *G, real *const *R,
+                     const real *hyper, double *out) {
+    const int bn = P[2] != 0, groups = (n + L - 1) / L;
+    const double eps = hyper[0], mom = hyper[1], lam = hyper[2], target = hyper[3];
+    /* workspace, in vectors */
+    size_t nx = (size_t)C * 1024, sizes[] = {
+        nx, C1 * Q1, C1 * S1, C1 * S1, C2 * Q2, F0, F0, F1, F1, F2, F2, NC, C1 * Q1, C1 * S1,
+        C2 * Q2, F0, F1, F2, 1};
+    enum { X, Z1, PP1, A1, Z2, PP2, A2, Z3, R3, Z4, R4, Z5, GZ1, DP1, GZ2, DP2, DZ3, DZ4, MK, NB };
+    vec *buf[NB];
+    size_t total = 0;
+    for (int i = 0; i < NB; i++) total += sizes[i] * groups;
+    vec *mem = aligned_alloc(32, (total + (size_t)C2 * C1 * 25 + C1 * 3 * 25) * sizeof(vec));
+    if (!mem) return 3;
+    vec *acc2 = mem, *acc1 = acc2 + C2 * C1 * 25;
+    buf[0] = acc1 + C1 * 3 * 25;
+    for (int i = 1; i < NB; i++) buf[i] = buf[i - 1] + sizes[i - 1] * groups;
+    vec *x = buf[X], *z1 = buf[Z1], *p1 = buf[PP1], *z2 = buf[Z2], *p2 = buf[PP2];
+    ivec *a1 = (ivec *)buf[A1], *a2 = (ivec *)buf[A2];
+    vec *z3 = buf[Z3], *r3 = buf[R3], *z4 = buf[Z4], *r4 = buf[R4], *z5 = buf[Z5];
+    vec *gz1 = buf[GZ1], *dp1 = buf[DP1], *gz2 = buf[GZ2], *dp2 = buf[DP2];
+    vec *dz3 = buf[DZ3], *dz4 = buf[DZ4], *mk = buf[MK];
+    const real *w1 = P[0], *b1 = P[1], *w2 = P[4], *b2 = P[5], *w3 = P[8], *b3 = P[9];
+    const real *w4 = P[12], *b4 = P[13], *w5 = P[16], *b5 = P[17];
+    int64_t y[groups * L];
+    static bnc none_c[1];
+    bnc c1[C1], c2[C2], c3[F1], c4[F2];
+    double pen = 0;
+
+    /* inputs, lane-major */
+    for (int g = 0; g < groups; g++)
+        for (int l = 0; l < L; l++) {
+            int i = g * L + l;
+            mk[g][l] = i < n;
+            y[i] = i < n ? ypool[rows[i]] : 0;
+            if (y[i] < 0 || y[i] >= NC) { free(mem); return 2; }
+            const real *src = i < n ? xpool + rows[i] * nx : 0;
+            vec *dst = x + g * nx;
+            for (size_t j = 0; j < nx; j++) dst[j][l] = src ? src[j] : 0;
+        }
+
+    /* conv1: two positions x six channels per step */
+    for (int g = 0; g < groups; g++) {
+        const vec *xg = x + g * nx;
+        vec *zg = z1 + g * C1 * Q1;
+        for (int oy = 0; oy < H1; oy++)
+            for (int ox = 0; ox < H1; ox += 2) {
+                vec u[C1], v[C1];
+                for (int o = 0; o < C1; o++) u[o] = v[o] = (vec){} + b1[o];
+                for (int c = 0; c < C; c++)
+                    for (int ky = 0; ky < 5; ky++)
+                        for (int kx = 0; kx < 5; kx++) {
+                            const vec *xr = xg + c * 1024 + (oy + ky) * 32 + ox + kx;
+                            vec s = xr[0], t = xr[1];
+                            for (int o = 0; o < C1; o++) {
+                                real w = w1[((o * C + c) * 5 + ky) * 5 + kx];
+                                u[o] += s * w;
+                                v[o] += t * w;
+                            }
+                        }
+                for (int o = 0; o < C1; o++) {
+                    zg[o * Q1 + oy * H1 + ox] = u[o];
+                    zg[o * Q1 + oy * H1 + ox + 1] = v[o];
+                }
+            }
+    }
+    if (bn) {
+        bn_stats(z1, groups, C1 * Q1, C1, Q1, Q1, mk, n, P[2], P[3], R[0], R[1], eps, mom, c1);
+        penalty(P[2], c1, C1, lam, target, &pen);
+    }
+    /* pool1, conv2: eight channels per step */
+    for (int g = 0; g < groups; g++) {
+        vec *pg = p1 + g * C1 * S1, *zg = z2 + g * C2 * Q2;
+        for (int o = 0; o < C1; o++)
+            pool(z1 + (g * C1 + o) * Q1, H1, bn ? c1[o].scale : 1, bn ? c1[o].shift : 0,
+                 pg + o * S1, a1 + (g * C1 + o) * S1);
+        for (int oh = 0; oh < C2; oh += 8)
+            for (int oy = 0; oy < H2; oy++)
+                for (int ox = 0; ox < H2; ox++) {
+                    vec a[8];
+                    for (int i = 0; i < 8; i++) a[i] = (vec){} + b2[oh + i];
+                    for (int c = 0; c < C1; c++)
+                        for (int ky = 0; ky < 5; ky++)
+                            for (int kx = 0; kx < 5; kx++) {
+                                vec u = pg[c * S1 + (oy + ky) * P1 + ox + kx];
+                                const real *w = w2 + ((oh * C1 + c) * 5 + ky) * 5 + kx;
+                                for (int i = 0; i < 8; i++) a[i] += u * w[i * C1 * 25];
+                            }
+                    for (int i = 0; i < 8; i++) zg[(oh + i) * Q2 + oy * H2 + ox] = a[i];
+                }
+    }
+    if (bn) {
+        bn_stats(z2, groups, C2 * Q2, C2, Q2, Q2, mk, n, P[6], P[7], R[2], R[3], eps, mom, c2);
+        penalty(P[6], c2, C2, lam, target, &pen);
+    }
+    for (int g = 0; g < groups; g++)
+        for (int o = 0; o < C2; o++)
+            pool(z2 + (g * C2 + o) * Q2, H2, bn ? c2[o].scale : 1, bn ? c2[o].shift : 0,
+                 p2 + g * F0 + o * P2 * P2, a2 + g * F0 + o * P2 * P2);
+    /* fully connected layers */
+    dense_fwd(groups, F0, F1, w3, b3, p2, z3);
+    if (bn) {
+        bn_stats(z3, groups, F1, F1, 1, 1, mk, n, P[10], P[11], R[4], R[5], eps, mom, c3);
+        penalty(P[10], c3, F1, lam, target, &pen);
+    }
+    bn_relu_dense(groups, F1, z3, bn ? c3 : 0, r3);
+    dense_fwd(groups, F1, F2, w4, b4, r3, z4);
+    if (bn) {
+        bn_stats(z4, groups, F2, F2, 1, 1, mk, n, P[14], P[15], R[6], R[7], eps, mom, c4);
+        penalty(P[14], c4, F2, lam, target, &pen);
+    }
+    bn_relu_dense(groups, F2, z4, bn ? c4 : 0, r4);
+    dense_fwd(groups, F2, NC, w5, b5, r4, z5);
+
+    /* loss: mean cross-entropy; z5 becomes d loss / d logits (softmax - onehot) / n */
+    double loss = 0;
+    for (int g = 0; g < groups; g++)
+        for (int l = 0; l < L; l++) {
+            int i = g * L + l;
+            vec *zz = z5 + g * NC;
+            if (i >= n) {
+                for (int k = 0; k < NC; k++) zz[k][l] = 0;
+                continue;
+            }
+            double zmax = -INFINITY, esum = 0, rest = 0;
+            for (int k = 0; k < NC; k++) zmax = zz[k][l] > zmax ? zz[k][l] : zmax;
+            for (int k = 0; k < NC; k++) esum += exp(zz[k][l] - zmax);
+            loss += log(esum) - (zz[y[i]][l] - zmax);
+            for (int k = 0; k < NC; k++) {
+                double e = exp(zz[k][l] - zmax) / esum;
+                rest += k == y[i] ? 0 : e;
+                zz[k][l] = (real)(e / n);
+            }
+            zz[y[i]][l] = (real)(-rest / n);
+        }
+    out[0] = loss / n;
+    out[1] = pen;
+
+    /* backward: dense layers; relu and BN in place on the input gradients */
+    dense_back(groups, F2, NC, w5, z5, r4, G[16], G[17], dz4);
+    for (int j = 0; j < groups * F2; j++) dz4[j] = relu_mask(r4[j], dz4[j]);
+    if (bn)
+        for (int f = 0; f < F2; f++)
+            bn_back(dz4, z4, groups, F2, 1, f, 1, mk, n, &c4[f], &G[14][f], &G[15][f]);
+    dense_back(groups, F1, F2, w4, dz4, r3, G[12], G[13], dz3);
+    for (int j = 0; j < groups * F1; j++) dz3[j] = relu_mask(r3[j], dz3[j]);
+    if (bn)
+        for (int f = 0; f < F1; f++)
+            bn_back(dz3, z3, groups, F1, 1, f, 1, mk, n, &c3[f], &G[10][f], &G[11][f]);
+    dense_back(groups, F0, F1, w3, dz3, p2, G[8], G[9], dp2);
+    /* conv2 level: pool2 and relu, BN2, then weight and input gradients */
+    for (int g = 0; g < groups; g++)
+        for (int o = 0; o < C2; o++)
+            unpool(dp2 + g * F0 + o * P2 * P2, p2 + g * F0 + o * P2 * P2,
+                   a2 + g * F0 + o * P2 * P2, H2, gz2 + (g * C2 + o) * Q2);
+    if (bn)
+        for (int f = 0; f < C2; f++)
+            bn_back(gz2, z2, groups, C2 * Q2, Q2, f, Q2, mk, n, &c2[f], &G[6][f], &G[7][f]);
+    memset(acc2, 0, sizeof(vec) * C2 * C1 * 25);
+    for (int o = 0; o < C2; o++) {
+        vec s = {};
+        for (int g = 0; g < groups; g++)
+            for (int q = 0; q < Q2; q++) s += gz2[(g * C2 + o) * Q2 + q];
+        G[5][o] = (real)hsum(s);
+    }
+    for (int g = 0; g < groups; g++) {
+        const vec *pg = p1 + g * C1 * S1, *gg = gz2 + g * C2 * Q2;
+        vec *dg = dp1 + g * C1 * S1;
+        for (int c = 0; c < C1; c++)
+            for (int ky = 0; ky < 5; ky++)
+                for (int kx = 0; kx < 5; kx++)
+                    for (int oh = 0; oh < C2; oh += 8) {
+                        vec a[8];
+                        vec *acc = acc2 + (oh * C1 + c) * 25 + ky * 5 + kx;
+                        for (int i = 0; i < 8; i++) a[i] = acc[i * C1 * 25];
+                        for (int oy = 0; oy < H2; oy++)
+                            for (int ox = 0; ox < H2; ox++) {
+                                vec u = pg[c * S1 + (oy + ky) * P1 + ox + kx];
+                                for (int i = 0; i < 8; i++) a[i] += u * gg[(oh + i) * Q2 + oy * H2 + ox];
+                            }
+                        for (int i = 0; i < 8; i++) acc[i * C1 * 25] = a[i];
+                    }
+        /* input gradient: every pool1 position gathers from the conv2 outputs it fed */
+        for (int yy = 0; yy < P1; yy++)
+            for (int xx = 0; xx < P1; xx++) {
+                vec a[C1] = {};
+                int ky0 = yy - 9 > 0 ? yy - 9 : 0, ky1 = yy < 4 ? yy : 4;
+                int kx0 = xx - 9 > 0 ? xx - 9 : 0, kx1 = xx < 4 ? xx : 4;
+                for (int o = 0; o < C2; o++)
+                    for (int ky = ky0; ky <= ky1; ky++)
+                        for (int kx = kx0; kx <= kx1; kx++) {
+                            vec u = gg[o * Q2 + (yy - ky) * H2 + xx - kx];
+                            const real *w = w2 + (o * C1 * 5 + ky) * 5 + kx;
+                            for (int c = 0; c < C1; c++) a[c] += u * w[c * 25];
+                        }
+                for (int c = 0; c < C1; c++) dg[c * S1 + yy * P1 + xx] = a[c];
+            }
+    }
+    for (int j = 0; j < C2 * C1 * 25; j++) G[4][j] = (real)hsum(acc2[j]);
+    /* conv1 level: pool1 and relu, BN1 (needs sums over every group), weight gradients */
+    for (int g = 0; g < groups; g++)
+        for (int o = 0; o < C1; o++)
+            unpool(dp1 + (g * C1 + o) * S1, p1 + (g * C1 + o) * S1, a1 + (g * C1 + o) * S1, H1,
+                   gz1 + (g * C1 + o) * Q1);
+    if (bn)
+        for (int f = 0; f < C1; f++)
+            bn_back(gz1, z1, groups, C1 * Q1, Q1, f, Q1, mk, n, &c1[f], &G[2][f], &G[3][f]);
+    memset(acc1, 0, sizeof(vec) * C1 * C * 25);
+    for (int o = 0; o < C1; o++) {
+        vec s = {};
+        for (int g = 0; g < groups; g++)
+            for (int q = 0; q < Q1; q++) s += gz1[(g * C1 + o) * Q1 + q];
+        G[1][o] = (real)hsum(s);
+    }
+    for (int g = 0; g < groups; g++) {
+        const vec *xg = x + g * nx, *gg = gz1 + g * C1 * Q1;
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < 5; ky++)
+                for (int kx = 0; kx < 5; kx++) {
+                    vec a[C1];
+                    vec *acc = acc1 + (c * 5 + ky) * 5 + kx;
+                    for (int o = 0; o < C1; o++) a[o] = acc[o * C * 25];
+                    for (int oy = 0; oy < H1; oy++)
+                        for (int ox = 0; ox < H1; ox++) {
+                            vec u = xg[c * 1024 + (oy + ky) * 32 + ox + kx];
+                            for (int o = 0; o < C1; o++) a[o] += u * gg[o * Q1 + oy * H1 + ox];
+                        }
+                    for (int o = 0; o < C1; o++) acc[o * C * 25] = a[o];
+                }
+    }
+    for (int j = 0; j < C1 * C * 25; j++) G[0][j] = (real)hsum(acc1[j]);
+    (void)none_c;
+    free(mem);
+    return 0;
+}
+
+int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_t *idx,
+                const real *xpool, const int64_t *ypool, const real *hyper, real *const *P,
+                real *const *G, real *const *R, double *out) {
+    if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
+    for (int k = 0; k < K; k++) {
+        if (cnt[k] < 1 || cnt[k] > bmax) return 1;
+        int code = one_model((int)cnt[k], C, NC, idx + (int64_t)k * bmax, xpool, ypool,
+                             P + 18 * k, G + 18 * k, R + 8 * k, hyper, out + 2 * k);
+        if (code) return code;
+    }
+    return 0;
+}
