@@ -30,6 +30,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from bnmem import native
 from bnmem.config import Config, TrainConfig
 from bnmem.pipeline import build, fit, regularizer
 from bnmem.train import (Regularizer, batch_order, lr_at, map_single_threaded, predict,
@@ -268,6 +269,17 @@ def _plan(sizes: list[int], cfg: TrainConfig, order_seeds: list[int]):
     return idx, w
 
 
+def _kernel(net: StackedLeNet, x_pad: torch.Tensor, y: torch.Tensor,
+            reg: Regularizer | None) -> native.TrainStep | None:
+    """The C training step for this stack, or None where it does not apply."""
+    eps, mom = set(net.eps.values()) or {1e-5}, set(net.bn_momentum.values()) or {0.1}
+    if len(eps) > 1 or len(mom) > 1:  # one eps and momentum for all four BN layers
+        return None
+    return native.TrainStep.create(net.params, net.state, net.norm, x_pad, y, eps.pop(),
+                                   mom.pop(), reg.strength if reg else 0.0,
+                                   reg.target if reg else 0.0)
+
+
 def _penalty(sigmas: list, target: float) -> torch.Tensor:
     """Per model: mean over its BN channels of relu(|gamma|/sigma_B - target)^2; [K]."""
     ratio = torch.cat([g.abs() / s for g, s in sigmas], dim=1)  # (K, sum C)
@@ -277,10 +289,15 @@ def _penalty(sigmas: list, target: float) -> torch.Tensor:
 def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: torch.Tensor,
                  y: torch.Tensor, subsets: list[np.ndarray], models: list[nn.Module],
                  order_seeds: list[int], device: torch.device,
-                 track: Callable[[torch.Tensor], Any] | None = None
+                 track: Callable[[torch.Tensor], Any] | None = None,
+                 x_pad: torch.Tensor | None = None
                  ) -> tuple[dict, list[list[dict]], list[list]]:
     """Train one stack (models sharing the step count); returns stacked state, histories
-    and, with `track`, per model the list of track(eval logits [N, classes]) per epoch."""
+    and, with `track`, per model the list of track(eval logits [N, classes]) per epoch.
+
+    With `x_pad` (the pool as [N, C, 32, 32], zero-padded as conv1 pads) the gradients
+    come from the C kernel (bnmem.native.TrainStep) where it applies, else from autograd.
+    """
     net = StackedLeNet(models, norm, device)
     k, c_in = len(models), x_hwc.shape[-1]
     idx, w = _plan([len(s) for s in subsets], cfg, order_seeds)
@@ -293,6 +310,7 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
     opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                           weight_decay=cfg.weight_decay)
     use_pen = reg is not None and reg.strength > 0 and norm == "batchnorm"
+    kernel = _kernel(net, x_pad, y, reg if use_pen else None) if x_pad is not None else None
     total, step, hist = idx.shape[0] * idx.shape[1], 0, [[] for _ in range(k)]
     tracked: list[list] = [[] for _ in range(k)]
     for epoch in range(idx.shape[0]):
@@ -305,12 +323,22 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
                 group["lr"] = lr
             bmax = int(width[epoch, s])  # this step's largest batch; pad only up to it
             gi, wk = gidx[epoch, s, :, :bmax], w_t[epoch, s, :, :bmax]  # (K, bmax)
+            cnt = wk.sum(1)  # (K,)
+            if kernel is not None:  # gradients in C; rows gi[k, :cnt[k]] are model k's batch
+                loss_k, pen_k = kernel(gi, cnt.to(torch.int64))
+                for name in net.bn_momentum:
+                    net.state[f"{name}.num_batches_tracked"] += 1
+                opt.step()
+                loss_sum += loss_k.to(loss_sum.dtype) * cnt
+                if use_pen:
+                    pen_sum += pen_k.to(pen_sum.dtype) * cnt
+                step += 1
+                continue
             xb = x_hwc[gi.reshape(-1)].view(k, bmax, *x_hwc.shape[1:3], c_in)
             # .contiguous(): with C == 1 reshape alone would return a strided view
             xb = xb.permute(1, 2, 3, 0, 4).contiguous().view(bmax, *x_hwc.shape[1:3], k * c_in)
             xb = xb.permute(0, 3, 1, 2)  # channels-last (B, K*C, H, W)
             yb = y[gi]
-            cnt = wk.sum(1)  # (K,)
             mask = None if full[epoch, s] else _Masked(wk)
             sigmas = [] if use_pen else None
             logits = net.forward(xb, mask, sigmas)  # (K, B, classes)
@@ -422,6 +450,10 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     if device.type == "cpu":
         retain_heap()
     x_hwc = x.permute(0, 2, 3, 1).contiguous().to(device)  # gathers rows of [H, W, C]
+    x_pad = None
+    if device.type == "cpu" and meta["norm"] in ("none", "batchnorm"):  # the C kernel's input
+        pad = (32 - x.shape[-1]) // 2
+        x_pad = F.pad(x, (pad,) * 4).contiguous() if pad else x.contiguous()
     y = y.to(device)
     subsets = [np.flatnonzero(row) for row in keep]
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
@@ -431,7 +463,7 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         models = [build(meta, seed=init_seeds[j]) for j in part]
         return _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc, y,
                             [subsets[j] for j in part], models, [order_seeds[j] for j in part],
-                            device, track)
+                            device, track, x_pad)
 
     results = map_single_threaded(run, jobs, workers)
     states: list[dict | None] = [None] * len(keep)

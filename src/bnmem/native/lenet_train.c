@@ -54,6 +54,21 @@ typedef ITYPE(REAL) ivec __attribute__((vector_size(32)));  /* lane masks of a c
 #define F2 84
 #define NBN (C1 + C2 + F1 + F2)
 
+/* -DBNMEM_PROFILE: seconds per phase, summed over calls, read with lenet_train_profile */
+#ifdef BNMEM_PROFILE
+#include <time.h>
+static double prof_s[16];
+static struct timespec prof_t0;
+#define MARK() clock_gettime(CLOCK_MONOTONIC, &prof_t0)
+#define PHASE(i) do { struct timespec t1; clock_gettime(CLOCK_MONOTONIC, &t1); \
+    prof_s[i] += (t1.tv_sec - prof_t0.tv_sec) + 1e-9 * (t1.tv_nsec - prof_t0.tv_nsec); \
+    prof_t0 = t1; } while (0)
+void lenet_train_profile(double *out) { memcpy(out, prof_s, sizeof prof_s); }
+#else
+#define MARK()
+#define PHASE(i)
+#endif
+
 static inline vec sel(ivec m, vec a, vec b) { return (vec)(((ivec)a & m) | ((ivec)b & ~m)); }
 static inline vec relu_mask(vec keep_if_pos, vec g) { return sel(keep_if_pos > 0, g, (vec){}); }
 
@@ -161,65 +176,135 @@ static void unpool(const vec *dp, const vec *p, const ivec *arg, int h, vec *gz)
         }
 }
 
-/* out[g][k] = b[k] + sum_m w[k][m] in[g][m] for every group (in: nin, out: nout vecs). */
+/* out[g][k] = b[k] + sum_m w[k][m] in[g][m] for groups g0 .. g0+GB-1, four k per step */
+static inline void dense_fwd_block(int GB, int g0, int nin, int nout, const real *w,
+                                   const real *b, const vec *in, vec *out) {
+    int k = 0;
+    for (; k + 4 <= nout; k += 4) {
+        vec a[2][4];
+        for (int j = 0; j < GB; j++)
+            for (int i = 0; i < 4; i++) a[j][i] = (vec){} + b[k + i];
+        const real *wk = w + (size_t)k * nin;
+        for (int m = 0; m < nin; m++)
+            for (int j = 0; j < GB; j++) {
+                vec u = in[(g0 + j) * nin + m];
+                for (int i = 0; i < 4; i++) a[j][i] += u * wk[i * nin + m];
+            }
+        for (int j = 0; j < GB; j++)
+            for (int i = 0; i < 4; i++) out[(g0 + j) * nout + k + i] = a[j][i];
+    }
+    for (; k < nout; k++)
+        for (int j = 0; j < GB; j++) {
+            vec a = (vec){} + b[k];
+            for (int m = 0; m < nin; m++) a += in[(g0 + j) * nin + m] * w[(size_t)k * nin + m];
+            out[(g0 + j) * nout + k] = a;
+        }
+}
+
 static void dense_fwd(int groups, int nin, int nout, const real *w, const real *b,
                       const vec *in, vec *out) {
-    for (int g = 0; g < groups; g++) {
-        const vec *x = in + g * nin;
-        vec *o = out + g * nout;
-        int k = 0;
-        for (; k + 4 <= nout; k += 4) {
-            vec a0 = (vec){} + b[k], a1 = (vec){} + b[k + 1], a2 = (vec){} + b[k + 2],
-                a3 = (vec){} + b[k + 3];
-            const real *w0 = w + k * nin, *w1 = w0 + nin, *w2 = w1 + nin, *w3 = w2 + nin;
-            for (int m = 0; m < nin; m++) {
-                vec u = x[m];
-                a0 += u * w0[m]; a1 += u * w1[m]; a2 += u * w2[m]; a3 += u * w3[m];
+    int g = 0;
+    for (; g + 2 <= groups; g += 2) dense_fwd_block(2, g, nin, nout, w, b, in, out);
+    if (g < groups) dense_fwd_block(1, g, nin, nout, w, b, in, out);
+}
+
+/* da[g][m] = sum_k w[k][m] d[g][k] for groups g0 .. g0+GB-1, four m per step */
+static inline void dense_igrad_block(int GB, int g0, int nin, int nout, const real *w,
+                                     const vec *d, vec *da) {
+    int m = 0;
+    for (; m + 4 <= nin; m += 4) {
+        vec a[2][4] = {};
+        for (int k = 0; k < nout; k++) {
+            const real *wr = w + (size_t)k * nin + m;
+            for (int j = 0; j < GB; j++) {
+                vec u = d[(g0 + j) * nout + k];
+                for (int i = 0; i < 4; i++) a[j][i] += u * wr[i];
             }
-            o[k] = a0; o[k + 1] = a1; o[k + 2] = a2; o[k + 3] = a3;
         }
-        for (; k < nout; k++) {
-            vec a = (vec){} + b[k];
-            for (int m = 0; m < nin; m++) a += x[m] * w[k * nin + m];
-            o[k] = a;
+        for (int j = 0; j < GB; j++)
+            for (int i = 0; i < 4; i++) da[(g0 + j) * nin + m + i] = a[j][i];
+    }
+    for (; m < nin; m++)
+        for (int j = 0; j < GB; j++) {
+            vec a = {};
+            for (int k = 0; k < nout; k++) a += d[(g0 + j) * nout + k] * w[(size_t)k * nin + m];
+            da[(g0 + j) * nin + m] = a;
         }
+}
+
+/* dw[k][m] = sum over samples b of d[k, b] a[m, b] for rows k0 .. k0+KB-1 (a transposed
+ * into at [np][ninp], sample-major, so that m runs along the vector), 2 vectors of m per
+ * step; the sample's d values are broadcast from the lane layout. */
+static inline void dense_wgrad_block(int KB, int k0, int groups, int nin, int ninp, int nout,
+                                     const vec *d, const real *at, real *dw) {
+    for (int m = 0; m < ninp; m += 2 * L) {
+        vec a[4][2] = {};
+        for (int g = 0; g < groups; g++)
+            for (int l = 0; l < L; l++) {
+                const real *ar = at + (size_t)(g * L + l) * ninp + m;
+                vec u0 = *(const vec *)ar, u1 = *(const vec *)(ar + L);
+                for (int i = 0; i < KB; i++) {
+                    real dk = d[g * nout + k0 + i][l];
+                    a[i][0] += u0 * dk;
+                    a[i][1] += u1 * dk;
+                }
+            }
+        for (int i = 0; i < KB; i++)
+            for (int j = 0; j < 2 * L && m + j < nin; j++)
+                dw[(size_t)(k0 + i) * nin + m + j] = a[i][j / L][j % L];
     }
 }
 
 /* Weight and bias gradients of a dense layer (dw [nout, nin], db [nout]) from the
- * gradient d at its output and its input a; and, with da, the gradient at its input. */
+ * gradient d at its output and its input a; and, with da, the gradient at its input.
+ * at: scratch of groups * L * (nin rounded up to 2L) reals, 32-byte aligned. */
 static void dense_back(int groups, int nin, int nout, const real *w, const vec *d,
-                       const vec *a, real *dw, real *db, vec *da) {
+                       const vec *a, real *dw, real *db, vec *da, real *at) {
+    int ninp = (nin + 2 * L - 1) / (2 * L) * (2 * L);
+    for (int g = 0; g < groups; g++)
+        for (int l = 0; l < L; l++) {
+            real *row = at + (size_t)(g * L + l) * ninp;
+            for (int m = 0; m < nin; m++) row[m] = a[g * nin + m][l];
+            for (int m = nin; m < ninp; m++) row[m] = 0;
+        }
     for (int k = 0; k < nout; k++) {
         vec sb = {};
         for (int g = 0; g < groups; g++) sb += d[g * nout + k];
         db[k] = (real)hsum(sb);
-        for (int m = 0; m < nin; m++) {
-            vec s = {};
-            for (int g = 0; g < groups; g++) s += d[g * nout + k] * a[g * nin + m];
-            dw[k * nin + m] = (real)hsum(s);
-        }
     }
+    int k = 0;
+    for (; k + 4 <= nout; k += 4) dense_wgrad_block(4, k, groups, nin, ninp, nout, d, at, dw);
+    for (; k < nout; k++) dense_wgrad_block(1, k, groups, nin, ninp, nout, d, at, dw);
     if (!da) return;
-    for (int g = 0; g < groups; g++) {
-        const vec *dd = d + g * nout;
-        vec *o = da + g * nin;
-        int m = 0;
-        for (; m + 4 <= nin; m += 4) {
-            vec a0 = {}, a1 = {}, a2 = {}, a3 = {};
-            for (int k = 0; k < nout; k++) {
-                vec u = dd[k];
-                const real *wr = w + k * nin + m;
-                a0 += u * wr[0]; a1 += u * wr[1]; a2 += u * wr[2]; a3 += u * wr[3];
+    int g = 0;
+    for (; g + 2 <= groups; g += 2) dense_igrad_block(2, g, nin, nout, w, d, da);
+    if (g < groups) dense_igrad_block(1, g, nin, nout, w, d, da);
+}
+
+/* acc[o][c][ky][kx] += sum over output positions (oy, ox) of gz[o][oy][ox] *
+ * src[c][oy + ky][ox + kx] (src planes ws x ws, gz planes ho x ho): the weight gradient
+ * of a 5 x 5 valid convolution, two output channels x five kx per step. */
+static inline void conv_wgrad(int nout, int nin, int ho, int ws, const vec *src,
+                              const vec *gz, vec *acc) {
+    for (int o = 0; o < nout; o += 2)
+        for (int c = 0; c < nin; c++)
+            for (int ky = 0; ky < 5; ky++) {
+                vec *p0 = acc + ((o * nin + c) * 5 + ky) * 5, *p1 = p0 + nin * 25;
+                vec a0[5], a1[5];
+                for (int kx = 0; kx < 5; kx++) a0[kx] = p0[kx], a1[kx] = p1[kx];
+                for (int oy = 0; oy < ho; oy++) {
+                    const vec *s = src + c * ws * ws + (oy + ky) * ws;
+                    const vec *g0 = gz + o * ho * ho + oy * ho, *g1 = g0 + ho * ho;
+                    for (int ox = 0; ox < ho; ox++) {
+                        vec u0 = g0[ox], u1 = g1[ox];
+                        for (int kx = 0; kx < 5; kx++) {
+                            a0[kx] += u0 * s[ox + kx];
+                            a1[kx] += u1 * s[ox + kx];
+                        }
+                    }
+                }
+                for (int kx = 0; kx < 5; kx++) p0[kx] = a0[kx], p1[kx] = a1[kx];
             }
-            o[m] = a0; o[m + 1] = a1; o[m + 2] = a2; o[m + 3] = a3;
-        }
-        for (; m < nin; m++) {
-            vec a0 = {};
-            for (int k = 0; k < nout; k++) a0 += dd[k] * w[k * nin + m];
-            o[m] = a0;
-        }
-    }
 }
 
 /* Train-mode BN (or nothing) then relu on dense features z [groups][nf] -> r. */
@@ -250,8 +335,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     /* workspace, in vectors */
     size_t nx = (size_t)C * 1024, sizes[] = {
         nx, C1 * Q1, C1 * S1, C1 * S1, C2 * Q2, F0, F0, F1, F1, F2, F2, NC, C1 * Q1, C1 * S1,
-        C2 * Q2, F0, F1, F2, 1};
-    enum { X, Z1, PP1, A1, Z2, PP2, A2, Z3, R3, Z4, R4, Z5, GZ1, DP1, GZ2, DP2, DZ3, DZ4, MK, NB };
+        C2 * Q2, F0, F1, F2, 1, F0};
+    enum { X, Z1, PP1, A1, Z2, PP2, A2, Z3, R3, Z4, R4, Z5, GZ1, DP1, GZ2, DP2, DZ3, DZ4, MK, AT, NB };
     vec *buf[NB];
     size_t total = 0;
     for (int i = 0; i < NB; i++) total += sizes[i] * groups;
@@ -265,6 +350,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     vec *z3 = buf[Z3], *r3 = buf[R3], *z4 = buf[Z4], *r4 = buf[R4], *z5 = buf[Z5];
     vec *gz1 = buf[GZ1], *dp1 = buf[DP1], *gz2 = buf[GZ2], *dp2 = buf[DP2];
     vec *dz3 = buf[DZ3], *dz4 = buf[DZ4], *mk = buf[MK];
+    real *at = (real *)buf[AT];  /* sample-major copy of a dense layer's input */
     const real *w1 = P[0], *b1 = P[1], *w2 = P[4], *b2 = P[5], *w3 = P[8], *b3 = P[9];
     const real *w4 = P[12], *b4 = P[13], *w5 = P[16], *b5 = P[17];
     int64_t y[groups * L];
@@ -272,6 +358,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     bnc c1[C1], c2[C2], c3[F1], c4[F2];
     double pen = 0;
 
+    MARK();
     /* inputs, lane-major */
     for (int g = 0; g < groups; g++)
         for (int l = 0; l < L; l++) {
@@ -284,6 +371,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             for (size_t j = 0; j < nx; j++) dst[j][l] = src ? src[j] : 0;
         }
 
+    PHASE(0);  /* input transpose */
     /* conv1: two positions x six channels per step */
     for (int g = 0; g < groups; g++) {
         const vec *xg = x + g * nx;
@@ -309,31 +397,40 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                 }
             }
     }
+    PHASE(1);  /* conv1 */
     if (bn) {
         bn_stats(z1, groups, C1 * Q1, C1, Q1, Q1, mk, n, P[2], P[3], R[0], R[1], eps, mom, c1);
         penalty(P[2], c1, C1, lam, target, &pen);
     }
-    /* pool1, conv2: eight channels per step */
+    PHASE(2);  /* bn1 stats */
+    /* pool1, conv2: five positions x two channels per step */
     for (int g = 0; g < groups; g++) {
         vec *pg = p1 + g * C1 * S1, *zg = z2 + g * C2 * Q2;
         for (int o = 0; o < C1; o++)
             pool(z1 + (g * C1 + o) * Q1, H1, bn ? c1[o].scale : 1, bn ? c1[o].shift : 0,
                  pg + o * S1, a1 + (g * C1 + o) * S1);
-        for (int oh = 0; oh < C2; oh += 8)
+        for (int o = 0; o < C2; o += 2)
             for (int oy = 0; oy < H2; oy++)
-                for (int ox = 0; ox < H2; ox++) {
-                    vec a[8];
-                    for (int i = 0; i < 8; i++) a[i] = (vec){} + b2[oh + i];
+                for (int ox = 0; ox < H2; ox += 5) {
+                    vec a0[5], a1[5];
+                    for (int j = 0; j < 5; j++) a0[j] = (vec){} + b2[o], a1[j] = (vec){} + b2[o + 1];
                     for (int c = 0; c < C1; c++)
-                        for (int ky = 0; ky < 5; ky++)
-                            for (int kx = 0; kx < 5; kx++) {
-                                vec u = pg[c * S1 + (oy + ky) * P1 + ox + kx];
-                                const real *w = w2 + ((oh * C1 + c) * 5 + ky) * 5 + kx;
-                                for (int i = 0; i < 8; i++) a[i] += u * w[i * C1 * 25];
-                            }
-                    for (int i = 0; i < 8; i++) zg[(oh + i) * Q2 + oy * H2 + ox] = a[i];
+                        for (int ky = 0; ky < 5; ky++) {
+                            const vec *u = pg + c * S1 + (oy + ky) * P1 + ox;
+                            const real *w0 = w2 + ((o * C1 + c) * 5 + ky) * 5, *w1 = w0 + C1 * 25;
+                            for (int kx = 0; kx < 5; kx++)
+                                for (int j = 0; j < 5; j++) {
+                                    a0[j] += u[j + kx] * w0[kx];
+                                    a1[j] += u[j + kx] * w1[kx];
+                                }
+                        }
+                    for (int j = 0; j < 5; j++) {
+                        zg[o * Q2 + oy * H2 + ox + j] = a0[j];
+                        zg[(o + 1) * Q2 + oy * H2 + ox + j] = a1[j];
+                    }
                 }
     }
+    PHASE(3);  /* pool1 + conv2 */
     if (bn) {
         bn_stats(z2, groups, C2 * Q2, C2, Q2, Q2, mk, n, P[6], P[7], R[2], R[3], eps, mom, c2);
         penalty(P[6], c2, C2, lam, target, &pen);
@@ -342,6 +439,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
         for (int o = 0; o < C2; o++)
             pool(z2 + (g * C2 + o) * Q2, H2, bn ? c2[o].scale : 1, bn ? c2[o].shift : 0,
                  p2 + g * F0 + o * P2 * P2, a2 + g * F0 + o * P2 * P2);
+    PHASE(4);  /* bn2 stats + pool2 */
     /* fully connected layers */
     dense_fwd(groups, F0, F1, w3, b3, p2, z3);
     if (bn) {
@@ -357,6 +455,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     bn_relu_dense(groups, F2, z4, bn ? c4 : 0, r4);
     dense_fwd(groups, F2, NC, w5, b5, r4, z5);
 
+    PHASE(5);  /* fc forward */
     /* loss: mean cross-entropy; z5 becomes d loss / d logits (softmax - onehot) / n */
     double loss = 0;
     for (int g = 0; g < groups; g++)
@@ -381,18 +480,20 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     out[0] = loss / n;
     out[1] = pen;
 
+    PHASE(6);  /* loss */
     /* backward: dense layers; relu and BN in place on the input gradients */
-    dense_back(groups, F2, NC, w5, z5, r4, G[16], G[17], dz4);
+    dense_back(groups, F2, NC, w5, z5, r4, G[16], G[17], dz4, at);
     for (int j = 0; j < groups * F2; j++) dz4[j] = relu_mask(r4[j], dz4[j]);
     if (bn)
         for (int f = 0; f < F2; f++)
             bn_back(dz4, z4, groups, F2, 1, f, 1, mk, n, &c4[f], &G[14][f], &G[15][f]);
-    dense_back(groups, F1, F2, w4, dz4, r3, G[12], G[13], dz3);
+    dense_back(groups, F1, F2, w4, dz4, r3, G[12], G[13], dz3, at);
     for (int j = 0; j < groups * F1; j++) dz3[j] = relu_mask(r3[j], dz3[j]);
     if (bn)
         for (int f = 0; f < F1; f++)
             bn_back(dz3, z3, groups, F1, 1, f, 1, mk, n, &c3[f], &G[10][f], &G[11][f]);
-    dense_back(groups, F0, F1, w3, dz3, p2, G[8], G[9], dp2);
+    dense_back(groups, F0, F1, w3, dz3, p2, G[8], G[9], dp2, at);
+    PHASE(7);  /* fc backward */
     /* conv2 level: pool2 and relu, BN2, then weight and input gradients */
     for (int g = 0; g < groups; g++)
         for (int o = 0; o < C2; o++)
@@ -401,6 +502,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     if (bn)
         for (int f = 0; f < C2; f++)
             bn_back(gz2, z2, groups, C2 * Q2, Q2, f, Q2, mk, n, &c2[f], &G[6][f], &G[7][f]);
+    PHASE(8);  /* unpool2 + bn2 backward */
     memset(acc2, 0, sizeof(vec) * C2 * C1 * 25);
     for (int o = 0; o < C2; o++) {
         vec s = {};
@@ -411,20 +513,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     for (int g = 0; g < groups; g++) {
         const vec *pg = p1 + g * C1 * S1, *gg = gz2 + g * C2 * Q2;
         vec *dg = dp1 + g * C1 * S1;
-        for (int c = 0; c < C1; c++)
-            for (int ky = 0; ky < 5; ky++)
-                for (int kx = 0; kx < 5; kx++)
-                    for (int oh = 0; oh < C2; oh += 8) {
-                        vec a[8];
-                        vec *acc = acc2 + (oh * C1 + c) * 25 + ky * 5 + kx;
-                        for (int i = 0; i < 8; i++) a[i] = acc[i * C1 * 25];
-                        for (int oy = 0; oy < H2; oy++)
-                            for (int ox = 0; ox < H2; ox++) {
-                                vec u = pg[c * S1 + (oy + ky) * P1 + ox + kx];
-                                for (int i = 0; i < 8; i++) a[i] += u * gg[(oh + i) * Q2 + oy * H2 + ox];
-                            }
-                        for (int i = 0; i < 8; i++) acc[i * C1 * 25] = a[i];
-                    }
+        conv_wgrad(C2, C1, H2, P1, pg, gg, acc2);
+        PHASE(9);  /* conv2 weight grad */
         /* input gradient: every pool1 position gathers from the conv2 outputs it fed */
         for (int yy = 0; yy < P1; yy++)
             for (int xx = 0; xx < P1; xx++) {
@@ -440,6 +530,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                         }
                 for (int c = 0; c < C1; c++) dg[c * S1 + yy * P1 + xx] = a[c];
             }
+        PHASE(10);  /* conv2 input grad */
     }
     for (int j = 0; j < C2 * C1 * 25; j++) G[4][j] = (real)hsum(acc2[j]);
     /* conv1 level: pool1 and relu, BN1 (needs sums over every group), weight gradients */
@@ -450,6 +541,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     if (bn)
         for (int f = 0; f < C1; f++)
             bn_back(gz1, z1, groups, C1 * Q1, Q1, f, Q1, mk, n, &c1[f], &G[2][f], &G[3][f]);
+    PHASE(11);  /* unpool1 + bn1 backward */
     memset(acc1, 0, sizeof(vec) * C1 * C * 25);
     for (int o = 0; o < C1; o++) {
         vec s = {};
@@ -459,20 +551,9 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     }
     for (int g = 0; g < groups; g++) {
         const vec *xg = x + g * nx, *gg = gz1 + g * C1 * Q1;
-        for (int c = 0; c < C; c++)
-            for (int ky = 0; ky < 5; ky++)
-                for (int kx = 0; kx < 5; kx++) {
-                    vec a[C1];
-                    vec *acc = acc1 + (c * 5 + ky) * 5 + kx;
-                    for (int o = 0; o < C1; o++) a[o] = acc[o * C * 25];
-                    for (int oy = 0; oy < H1; oy++)
-                        for (int ox = 0; ox < H1; ox++) {
-                            vec u = xg[c * 1024 + (oy + ky) * 32 + ox + kx];
-                            for (int o = 0; o < C1; o++) a[o] += u * gg[o * Q1 + oy * H1 + ox];
-                        }
-                    for (int o = 0; o < C1; o++) acc[o * C * 25] = a[o];
-                }
+        conv_wgrad(C1, C, H1, 32, xg, gg, acc1);
     }
+    PHASE(12);  /* conv1 weight grad */
     for (int j = 0; j < C1 * C * 25; j++) G[0][j] = (real)hsum(acc1[j]);
     (void)none_c;
     free(mem);
