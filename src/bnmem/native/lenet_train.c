@@ -69,6 +69,10 @@ void lenet_train_profile(double *out) { memcpy(out, prof_s, sizeof prof_s); }
 #define PHASE(i)
 #endif
 
+/* Keep v in a register, so that one load feeds several FMAs (gcc otherwise folds the load
+ * into each FMA as a memory operand, and the loads, not the FMAs, bound the loop). */
+#define REG(v) __asm__("" : "+x"(v))
+
 static inline vec sel(ivec m, vec a, vec b) { return (vec)(((ivec)a & m) | ((ivec)b & ~m)); }
 static inline vec relu_mask(vec keep_if_pos, vec g) { return sel(keep_if_pos > 0, g, (vec){}); }
 
@@ -295,11 +299,15 @@ static inline void conv_wgrad(int nout, int nin, int ho, int ws, const vec *src,
                 for (int oy = 0; oy < ho; oy++) {
                     const vec *s = src + c * ws * ws + (oy + ky) * ws;
                     const vec *g0 = gz + o * ho * ho + oy * ho, *g1 = g0 + ho * ho;
-                    for (int ox = 0; ox < ho; ox++) {
-                        vec u0 = g0[ox], u1 = g1[ox];
-                        for (int kx = 0; kx < 5; kx++) {
-                            a0[kx] += u0 * s[ox + kx];
-                            a1[kx] += u1 * s[ox + kx];
+                    for (int ox = 0; ox < ho; ox += 2) {  /* ho is even */
+                        /* two positions share 4 of their 5 inputs: 6 loads of s feed 20 FMAs */
+                        vec u0 = g0[ox], u1 = g1[ox], v0 = g0[ox + 1], v1 = g1[ox + 1];
+                        REG(u0); REG(u1); REG(v0); REG(v1);
+                        for (int j = 0; j < 6; j++) {
+                            vec t = s[ox + j];
+                            REG(t);
+                            if (j < 5) a0[j] += u0 * t, a1[j] += u1 * t;
+                            if (j > 0) a0[j - 1] += v0 * t, a1[j - 1] += v1 * t;
                         }
                     }
                 }
