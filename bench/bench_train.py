@@ -1,6 +1,6 @@
 """Shadow-model training throughput: plain per-model loop (pipeline.fit) vs train_stack.
 
-Usage: python bench/bench_train.py [--pool data/prepared/pool.npz] [--epochs 1]
+Usage: python bench/bench_train.py [--pool data/prepared/pool.npz] [--epochs 3]
            [--repeats 2] [--arms none batchnorm batchnorm_reg] [--out bench/results/train.md]
 
 LeNet, default shadow recipe (batch 64, SGD momentum 0.9, wd 5e-4, cosine) on the
@@ -9,8 +9,11 @@ spawned process (own thread setting and allocator state). Figures: samples/s per
 models x subset size x epochs / wall seconds, best of `--repeats` interleaved rounds (the
 2 cores are shared with other jobs, so the best round is the least disturbed), and
 samples per CPU-second (robust to that sharing for single-thread setups). Ratios are
-against the plain loop at torch's default threads (what the shadow stage runs today),
-measured in the same run.
+against the plain per-model loop at torch's default threads, measured in the same run.
+train_stack runs its C step kernel (bnmem.native, the shadow stage's default on the CPU)
+or, with BNMEM_NATIVE=0, autograd on the stacked network; the table also gives the
+kernel's time per phase (a build with -DBNMEM_PROFILE) and a torch.profiler table of the
+autograd path.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import dataclasses
 import multiprocessing as mp
 import os
 import resource
+import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -69,8 +73,10 @@ def flops_per_sample(arch: str, batch: int = 64) -> float:
 
 
 def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int],
-        workers: int = 1) -> tuple[float, float, float]:
-    """Train models `ids` of `arm` in this (fresh) process: wall s, CPU s, peak RSS MiB."""
+        workers: int = 1, native: bool = True) -> tuple[float, float, float]:
+    """Train models `ids` of `arm` in this (fresh) process: wall s, CPU s, peak RSS MiB.
+    native=False: train_stack's autograd path instead of the C step kernel."""
+    os.environ["BNMEM_NATIVE"] = "1" if native else "0"
     torch.set_num_threads(threads)
     x, y, _ = load_data(pool)
     cfg = Config(arms=(arm,), train=dataclasses.replace(Config().train, epochs=epochs,
@@ -78,7 +84,9 @@ def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int
     meta = model_meta(cfg, arm, 1, 28)
     keep = keep_matrix(N_MODELS, len(y), 0)[ids]
     seeds = [model_seeds(0, j) for j in ids]
-    fit(cfg, arm, x[:256], y[:256], meta, 0, 0)  # warm up kernels
+    fit(cfg, arm, x[:256], y[:256], meta, 0, 0)  # warm up kernels (and compile the C one)
+    if kind == "stack":
+        train_stack(cfg, arm, x, y, keep[:2, :256], meta, [0, 1], [0, 1], workers=workers)
     _reset_peak_rss()
     t, c = time.perf_counter(), time.process_time()
     if kind == "plain":
@@ -129,9 +137,70 @@ def profile_table(arm: str, pool: str, rows: int = 12) -> str:
     meta = model_meta(cfg, arm, 1, 28)
     keep, s = keep_matrix(N_MODELS, len(y), 0), list(range(N_MODELS))
     train_stack(cfg, arm, x, y, keep[:, :400], meta, s, s)
-    with profile() as prof:
-        train_stack(cfg, arm, x, y, keep, meta, s, s)
+    os.environ["BNMEM_NATIVE"] = "0"
+    try:
+        with profile() as prof:
+            train_stack(cfg, arm, x, y, keep, meta, s, s)
+    finally:
+        os.environ["BNMEM_NATIVE"] = "1"
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+# phases of lenet_train.c's PHASE() marks, and their FLOPs per sample (28 px, 1 channel)
+PHASES = [("input transpose", 0), ("conv1", 2 * 6 * 25 * 784), ("bn1 statistics", 0),
+          ("pool1 + conv2", 2 * 16 * 150 * 100), ("bn2 statistics + pool2", 0),
+          ("fc forward (+ bn3, bn4)", 2 * (400 * 120 + 120 * 84 + 84 * 10)), ("loss", 0),
+          ("fc backward (+ bn4, bn3)", 4 * (400 * 120 + 120 * 84 + 84 * 10)),
+          ("unpool2 + bn2 backward", 0), ("conv2 weight gradient", 2 * 16 * 150 * 100),
+          ("conv2 input gradient", 2 * 16 * 150 * 100), ("unpool1 + bn1 backward", 0),
+          ("conv1 weight gradient", 2 * 6 * 25 * 784)]
+
+
+def kernel_profile(arm: str, pool: str, peak1: float, steps: int = 20) -> str:
+    """Microseconds per sample-model in each phase of the C step kernel (built with
+    -DBNMEM_PROFILE into a temporary directory), 16 models x batch 64, 1 thread."""
+    import ctypes
+    import shlex
+    import sysconfig
+    import tempfile
+    from bnmem import native
+    from bnmem.stacked import StackedLeNet
+    torch.set_num_threads(1)
+    x, y, _ = load_data(pool)
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    with tempfile.TemporaryDirectory() as tmp:
+        lib_path = Path(tmp) / "lenet_train_profile.so"
+        subprocess.run([*cc, *native.FLAGS, "-DREAL=float", "-DBNMEM_PROFILE",
+                        str(native.TRAIN_SOURCE), "-o", str(lib_path), "-lm"], check=True,
+                       capture_output=True)
+        lib = ctypes.CDLL(str(lib_path))
+    lib.lenet_train.restype = ctypes.c_int
+    lib.lenet_train.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 9
+    meta = model_meta(Config(arms=(arm,)), arm, 1, 28)
+    net = StackedLeNet([build(meta, seed=j) for j in range(N_MODELS)], meta["norm"],
+                       torch.device("cpu"))
+    step = native.TrainStep(lib, net.params, net.state, F.pad(x, (2,) * 4), y,
+                            meta["norm"] == "batchnorm", 1e-5, 0.1, 0.0, 0.0)
+    rng = np.random.default_rng(0)
+    rows = torch.as_tensor(np.stack([rng.permutation(len(y))[:64] for _ in range(N_MODELS)]))
+    counts = torch.full((N_MODELS,), 64)
+    step(rows, counts)
+    before, after = (ctypes.c_double * 16)(), (ctypes.c_double * 16)()
+    lib.lenet_train_profile(before)
+    for _ in range(steps):
+        step(rows, counts)
+    lib.lenet_train_profile(after)
+    per = [(a - b) / (steps * N_MODELS * 64) * 1e6 for a, b in zip(after, before)]
+    total = sum(per)
+    lines = [f"Phases of the C step kernel ({arm}, {N_MODELS} models x batch 64, 1 thread, "
+             f"{steps} steps; lenet_train.c built with -DBNMEM_PROFILE): "
+             f"{total:.1f} us per sample-model in all. GFLOP/s against the 1-thread sgemm "
+             f"peak of {peak1:.0f}.", "",
+             "| phase | us per sample-model | share | GFLOP/s |", "|---|---:|---:|---:|"]
+    for (name, flop), us in zip(PHASES, per):
+        gf = f"{flop / us / 1e3:.0f}" if flop and us > 0 else ""
+        lines.append(f"| {name} | {us:.2f} | {100 * us / total:.0f}% | {gf} |")
+    return "\n".join(lines)
 
 
 def run_arm(arm: str, pool: str, epochs: int, plain_models: int, repeats: int,
@@ -139,12 +208,13 @@ def run_arm(arm: str, pool: str, epochs: int, plain_models: int, repeats: int,
     """{setup: (models, wall s, CPU s, peak RSS MiB)}, best (least wall) of `repeats`."""
     a, allm, pm = (arm, pool, epochs), list(range(N_MODELS)), list(range(plain_models))
     setups = {  # name -> (models trained, jobs run side by side in fresh processes)
-        f"plain loop, {dt} threads (baseline: shadow stage today)": (pm, [("plain", dt, *a, pm)]),
+        f"plain loop, {dt} threads (baseline)": (pm, [("plain", dt, *a, pm)]),
         "plain loop, 1 thread": (pm, [("plain", 1, *a, pm)]),
-        f"train_stack, 1 process x {dt} threads": (allm, [("stack", dt, *a, allm)]),
-        "train_stack, 1 thread": (allm, [("stack", 1, *a, allm)]),
-        f"train_stack, workers={dt} (threads of 1)": (allm, [("stack", 1, *a, allm, dt)]),
-        f"train_stack, {dt} processes x 1 thread":
+        "train_stack autograd, 1 thread": (allm, [("stack", 1, *a, allm, 1, False)]),
+        f"train_stack autograd, workers={dt}": (allm, [("stack", 1, *a, allm, dt, False)]),
+        "train_stack C kernel, 1 thread": (allm, [("stack", 1, *a, allm)]),
+        f"train_stack C kernel, workers={dt} (shadow stage)": (allm, [("stack", 1, *a, allm, dt)]),
+        f"train_stack C kernel, {dt} processes x 1 thread":
             (allm, [("stack", 1, *a, allm[i::dt]) for i in range(dt)]),
     }
     best = {name: (np.inf, np.inf, np.inf) for name in setups}
@@ -157,7 +227,7 @@ def run_arm(arm: str, pool: str, epochs: int, plain_models: int, repeats: int,
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--pool", default="data/prepared/pool.npz")
-    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--plain-models", type=int, default=2, help="models the plain loop trains")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--arms", nargs="+", default=list(ARMS))
@@ -179,8 +249,10 @@ def main() -> None:
                         f"| {sps[name] / plain1:.2f}x | {cps[name]:.0f} | {gf:.1f} "
                         f"| {100 * gf / peaks[dt]:.0f}% | {rss:.0f} |")
             print(rows[-1], flush=True)
-        gains.append(f"{arm} {cps['train_stack, 1 thread'] / cps['plain loop, 1 thread']:.2f}x")
+        gains.append(f"{arm} {cps['train_stack C kernel, 1 thread'] / cps['plain loop, 1 thread']:.2f}x"
+                     f" (autograd {cps['train_stack autograd, 1 thread'] / cps['plain loop, 1 thread']:.2f}x)")
     table = profile_table("batchnorm", args.pool)
+    phases = kernel_profile("batchnorm", args.pool, peaks[1])
     lines = [
         "# Shadow training throughput (bench/bench_train.py)", "",
         f"LeNet, {N_MODELS} models on 1000-sample subsets of {src}, batch 64, "
@@ -193,8 +265,8 @@ def main() -> None:
         "| arm | setup | samples/s per model | ratio | vs plain, 1 thread | samples per "
         "CPU-second | GFLOP/s | % of peak | peak RSS MiB |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
-        "Per-core gain of train_stack over the plain loop (samples per CPU-second, both "
-        "1 thread): " + ", ".join(gains) + ".", "",
+        "Per-core gain of train_stack with the C kernel over the plain loop (samples per "
+        "CPU-second, both 1 thread): " + ", ".join(gains) + ".", "",
         "sgemm peak (2048^2 float32 mm, best of 5): "
         + ", ".join(f"{t} thread(s) {v:.0f} GFLOP/s" for t, v in peaks.items()), "",
         "FLOPs per sample, one training step forward + backward (FlopCounterMode, batchnorm, "
@@ -202,7 +274,9 @@ def main() -> None:
         "",
         "Peak RSS: resident-memory high-water mark while training (VmHWM, reset after warm-up), "
         f"summed over processes; it includes the {rss0:.0f} MiB that importing torch takes here.",
-        "", "Top ops, one epoch of a 16-model batchnorm stack, 1 thread (torch.profiler):", "",
+        "", phases, "",
+        "Top ops, one epoch of a 16-model batchnorm stack on the autograd path (BNMEM_NATIVE=0; "
+        "the path for GPUs and group/layer norm), 1 thread (torch.profiler):", "",
         "```", table, "```", ""]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))

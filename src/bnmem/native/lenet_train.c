@@ -192,6 +192,7 @@ static inline void dense_fwd_block(int GB, int g0, int nin, int nout, const real
         for (int m = 0; m < nin; m++)
             for (int j = 0; j < GB; j++) {
                 vec u = in[(g0 + j) * nin + m];
+                REG(u);
                 for (int i = 0; i < 4; i++) a[j][i] += u * wk[i * nin + m];
             }
         for (int j = 0; j < GB; j++)
@@ -222,6 +223,7 @@ static inline void dense_igrad_block(int GB, int g0, int nin, int nout, const re
             const real *wr = w + (size_t)k * nin + m;
             for (int j = 0; j < GB; j++) {
                 vec u = d[(g0 + j) * nout + k];
+                REG(u);
                 for (int i = 0; i < 4; i++) a[j][i] += u * wr[i];
             }
         }
@@ -247,6 +249,8 @@ static inline void dense_wgrad_block(int KB, int k0, int groups, int nin, int ni
             for (int l = 0; l < L; l++) {
                 const real *ar = at + (size_t)(g * L + l) * ninp + m;
                 vec u0 = *(const vec *)ar, u1 = *(const vec *)(ar + L);
+                REG(u0);
+                REG(u1);
                 for (int i = 0; i < KB; i++) {
                     real dk = d[g * nout + k0 + i][l];
                     a[i][0] += u0 * dk;
@@ -393,6 +397,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                         for (int kx = 0; kx < 5; kx++) {
                             const vec *xr = xg + c * 1024 + (oy + ky) * 32 + ox + kx;
                             vec s = xr[0], t = xr[1];
+                            REG(s);
+                            REG(t);
                             for (int o = 0; o < C1; o++) {
                                 real w = w1[((o * C + c) * 5 + ky) * 5 + kx];
                                 u[o] += s * w;
@@ -426,11 +432,15 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                         for (int ky = 0; ky < 5; ky++) {
                             const vec *u = pg + c * S1 + (oy + ky) * P1 + ox;
                             const real *w0 = w2 + ((o * C1 + c) * 5 + ky) * 5, *w1 = w0 + C1 * 25;
-                            for (int kx = 0; kx < 5; kx++)
+                            for (int kx = 0; kx < 5; kx++) {
+                                vec wa = (vec){} + w0[kx], wb = (vec){} + w1[kx];
                                 for (int j = 0; j < 5; j++) {
-                                    a0[j] += u[j + kx] * w0[kx];
-                                    a1[j] += u[j + kx] * w1[kx];
+                                    vec t = u[j + kx];
+                                    REG(t);
+                                    a0[j] += t * wa;
+                                    a1[j] += t * wb;
                                 }
+                            }
                         }
                     for (int j = 0; j < 5; j++) {
                         zg[o * Q2 + oy * H2 + ox + j] = a0[j];
@@ -533,6 +543,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                     for (int ky = ky0; ky <= ky1; ky++)
                         for (int kx = kx0; kx <= kx1; kx++) {
                             vec u = gg[o * Q2 + (yy - ky) * H2 + xx - kx];
+                            REG(u);
                             const real *w = w2 + (o * C1 * 5 + ky) * 5 + kx;
                             for (int c = 0; c < C1; c++) a[c] += u * w[c * 25];
                         }
