@@ -222,6 +222,9 @@ class TrainStep:
             self.out.data_ptr())
         if code:
             raise ValueError({2: "y: labels must lie in [0, classes)",
-                              3: "native LeNet training step: out of memory"}.get(
+                              3: "native LeNet training step: out of memory",
+                              4: "train.batch_size: a BatchNorm model got a batch of 1 sample "
+                                 "(batch statistics need >= 2); change batch_size or the "
+                                 "subset size"}.get(
                 code, "native LeNet training step: unsupported shape or batch"))
         return self.out[:, 0], self.out[:, 1]

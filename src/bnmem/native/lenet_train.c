@@ -21,6 +21,8 @@
  *                to 32 x 32) and ypool [N].
  *   hyper: eps, momentum (running statistics), lam, target.
  *   out[2k], out[2k+1]: the batch's mean loss and the penalty (without lam).
+ * Returns 0, or 1 (bad shape or count), 2 (label out of range), 3 (out of memory), 4 (a
+ * BatchNorm batch of one sample, which PyTorch also refuses).
  * Max-pool ties go to the first position in row-major order, as in PyTorch.
  */
 #include <math.h>
@@ -339,6 +341,44 @@ static void penalty(const real *gamma, bnc *c, int nf, double lam, double target
     }
 }
 
+/* dp[c][y][x] = sum over o, ky, kx of gz[o][y - ky][x - kx] w2[o][c][ky][kx]: the gradient
+ * at conv2's input (14 x 14) from the one at its output (10 x 10), two positions x, x + 1
+ * at a time so that each weight broadcast feeds two FMAs. The pair's kx range is the union
+ * of both positions' ranges, read from rows padded with a zero on each side (gp). */
+static void conv2_igrad(const vec *gz, const real *w2, vec *gp, vec *dp) {
+    const int W = H2 + 2;
+    for (int r = 0; r < C2 * H2; r++) {
+        gp[r * W] = gp[r * W + W - 1] = (vec){};
+        memcpy(gp + r * W + 1, gz + r * H2, H2 * sizeof(vec));
+    }
+    for (int yy = 0; yy < P1; yy++) {
+        int ky0 = yy - 9 > 0 ? yy - 9 : 0, ky1 = yy < 4 ? yy : 4;
+        for (int xx = 0; xx < P1; xx += 2) {
+            int kx0 = xx - 9 > 0 ? xx - 9 : 0, kx1 = xx + 1 < 4 ? xx + 1 : 4;
+            vec a0[C1] = {}, a1[C1] = {};
+            for (int o = 0; o < C2; o++)
+                for (int ky = ky0; ky <= ky1; ky++) {
+                    const vec *r = gp + (o * H2 + yy - ky) * W + 1 + xx;
+                    const real *w = w2 + (o * C1 * 5 + ky) * 5;
+                    for (int kx = kx0; kx <= kx1; kx++) {
+                        vec u0 = r[-kx], u1 = r[1 - kx];
+                        REG(u0);
+                        REG(u1);
+                        for (int c = 0; c < C1; c++) {
+                            vec wv = (vec){} + w[c * 25 + kx];
+                            a0[c] += u0 * wv;
+                            a1[c] += u1 * wv;
+                        }
+                    }
+                }
+            for (int c = 0; c < C1; c++) {
+                dp[c * S1 + yy * P1 + xx] = a0[c];
+                dp[c * S1 + yy * P1 + xx + 1] = a1[c];
+            }
+        }
+    }
+}
+
 static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpool,
                      const int64_t *ypool, real *const *P, real *const *G, real *const *R,
                      const real *hyper, double *out) {
@@ -352,10 +392,12 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     vec *buf[NB];
     size_t total = 0;
     for (int i = 0; i < NB; i++) total += sizes[i] * groups;
-    vec *mem = aligned_alloc(32, (total + (size_t)C2 * C1 * 25 + C1 * 3 * 25) * sizeof(vec));
+    size_t fixed = C2 * C1 * 25 + C1 * 3 * 25 + C2 * H2 * (H2 + 2);
+    vec *mem = aligned_alloc(32, (total + fixed) * sizeof(vec));
     if (!mem) return 3;
     vec *acc2 = mem, *acc1 = acc2 + C2 * C1 * 25;
-    buf[0] = acc1 + C1 * 3 * 25;
+    vec *gp = acc1 + C1 * 3 * 25;  /* conv2_igrad's padded rows */
+    buf[0] = gp + C2 * H2 * (H2 + 2);
     for (int i = 1; i < NB; i++) buf[i] = buf[i - 1] + sizes[i - 1] * groups;
     vec *x = buf[X], *z1 = buf[Z1], *p1 = buf[PP1], *z2 = buf[Z2], *p2 = buf[PP2];
     ivec *a1 = (ivec *)buf[A1], *a2 = (ivec *)buf[A2];
@@ -366,7 +408,6 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     const real *w1 = P[0], *b1 = P[1], *w2 = P[4], *b2 = P[5], *w3 = P[8], *b3 = P[9];
     const real *w4 = P[12], *b4 = P[13], *w5 = P[16], *b5 = P[17];
     int64_t y[groups * L];
-    static bnc none_c[1];
     bnc c1[C1], c2[C2], c3[F1], c4[F2];
     double pen = 0;
 
@@ -533,22 +574,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
         vec *dg = dp1 + g * C1 * S1;
         conv_wgrad(C2, C1, H2, P1, pg, gg, acc2);
         PHASE(9);  /* conv2 weight grad */
-        /* input gradient: every pool1 position gathers from the conv2 outputs it fed */
-        for (int yy = 0; yy < P1; yy++)
-            for (int xx = 0; xx < P1; xx++) {
-                vec a[C1] = {};
-                int ky0 = yy - 9 > 0 ? yy - 9 : 0, ky1 = yy < 4 ? yy : 4;
-                int kx0 = xx - 9 > 0 ? xx - 9 : 0, kx1 = xx < 4 ? xx : 4;
-                for (int o = 0; o < C2; o++)
-                    for (int ky = ky0; ky <= ky1; ky++)
-                        for (int kx = kx0; kx <= kx1; kx++) {
-                            vec u = gg[o * Q2 + (yy - ky) * H2 + xx - kx];
-                            REG(u);
-                            const real *w = w2 + (o * C1 * 5 + ky) * 5 + kx;
-                            for (int c = 0; c < C1; c++) a[c] += u * w[c * 25];
-                        }
-                for (int c = 0; c < C1; c++) dg[c * S1 + yy * P1 + xx] = a[c];
-            }
+        conv2_igrad(gg, w2, gp, dg);
         PHASE(10);  /* conv2 input grad */
     }
     for (int j = 0; j < C2 * C1 * 25; j++) G[4][j] = (real)hsum(acc2[j]);
@@ -574,7 +600,6 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     }
     PHASE(12);  /* conv1 weight grad */
     for (int j = 0; j < C1 * C * 25; j++) G[0][j] = (real)hsum(acc1[j]);
-    (void)none_c;
     free(mem);
     return 0;
 }
@@ -585,6 +610,7 @@ int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_
     if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
     for (int k = 0; k < K; k++) {
         if (cnt[k] < 1 || cnt[k] > bmax) return 1;
+        if (P[18 * k + 2] && cnt[k] < 2) return 4;  /* batch statistics of one sample */
         int code = one_model((int)cnt[k], C, NC, idx + (int64_t)k * bmax, xpool, ypool,
                              P + 18 * k, G + 18 * k, R + 8 * k, hyper, out + 2 * k);
         if (code) return code;
