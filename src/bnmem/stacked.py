@@ -1,21 +1,26 @@
-"""Train K LeNet shadow models at once as one stacked network.
+"""Train K LeNet shadow models at once: stacked parameters, one optimizer.
 
-Model k's weights are slice k of tensors with a leading K axis. Convolutions run as one
-grouped convolution over K*C channels (groups=K) on channels-last activations
-[B, K*C, H, W], linear layers as batched matmuls over [K, B, F], and norm layers keep
-per-model statistics (BN over K*C channels is per model by construction). The summed
-objective sum_k (loss_k + lambda * penalty_k) gives each slice exactly its own model's
-gradient, and SGD is elementwise, so every model follows the plain per-model loop
+Model k's weights are slice k of tensors with a leading K axis, and one SGD optimizer steps
+them all (SGD is elementwise, so each slice follows its own model's update). The gradients
+of a step come from one of two paths, both equal to the plain per-model loop
 (`pipeline.fit`) step for step: same init, same batches, same schedule, same updates.
 
-Models whose subsets differ by one sample can have batches that differ by one at a step:
-short batches are padded with a repeated sample of weight 0, and the norm statistics and
-the loss then count only real samples. Models with a different number of steps per epoch
-(ceil(n/B) differs) train in separate stacks. Other archs fall back to the plain loop.
+- On the CPU, for norm none or BatchNorm: `bnmem.native.TrainStep`, a C kernel that
+  computes each model's gradients on its own batch with the batch's samples as SIMD lanes
+  (bench/bench_train.py: ~5x the plain loop on 2 cores, ~2.4x the autograd path).
+- Elsewhere (GPU, group/layer norm, no C compiler, BNMEM_NATIVE=0): autograd on one stacked
+  network. Convolutions run as one grouped convolution over K*C channels (groups=K) on
+  channels-last activations [B, K*C, H, W], linear layers as batched matmuls over
+  [K, B, F], and norm layers keep per-model statistics (BN over K*C channels is per model
+  by construction). The summed objective sum_k (loss_k + lambda * penalty_k) gives each
+  slice exactly its own model's gradient.
 
-Speed (bench/bench_train.py, 2 CPU cores): 1.6-2.0x the plain loop's samples per
-CPU-second; `workers=<cores>` (one torch thread each) then uses every core without the
-OpenMP barrier stalls that 2 intra-op threads suffer when the cores are shared.
+Models whose subsets differ by one sample can have batches that differ by one at a step:
+short batches are padded (with a repeated sample of weight 0 on the autograd path; the
+kernel takes each model's count), and the norm statistics and the loss count only real
+samples. Models with a different number of steps per epoch (ceil(n/B) differs) train in
+separate stacks. Other archs fall back to the plain loop. `workers=<cores>` trains stacks
+side by side on threads of one torch thread each (the kernel releases the GIL).
 """
 from __future__ import annotations
 
