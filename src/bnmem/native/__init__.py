@@ -1,13 +1,17 @@
-"""LeNet per-sample gradient norms in C (lenet_sq.c), compiled at first use.
+"""LeNet kernels in C, compiled at first use: per-sample gradient norms (lenet_sq.c, the
+grads stage) and the gradients of a training step for K models (lenet_train.c, the shadow
+stage's stacked trainer).
 
-The C kernel runs one sample at a time in cache and only touches the max-pools' argmax
+lenet_sq runs one sample at a time in cache and only touches the max-pools' argmax
 positions on the way back, where PyTorch runs ~15 batched kernels over the whole chunk;
-bench/bench_grads.py measures both. It is an accelerator, never a requirement: without a
-C compiler (or with BNMEM_NATIVE=0) `supported()` is False and bnmem.fastgrad's PyTorch
-closed forms are used. Built with the system `cc` into ~/.cache/bnmem (XDG_CACHE_HOME),
-one library per source hash and precision; ctypes releases the GIL during a call, so
-bnmem.grads' worker threads run it in parallel. It needs ~60 KB of stack per call (float32;
-~115 KB in float64): fine with glibc's 8 MB thread stacks.
+bench/bench_grads.py measures both. lenet_train makes a batch's samples the SIMD lanes
+(bench/bench_train.py). Both are accelerators, never requirements: without a C compiler
+(or with BNMEM_NATIVE=0) `supported()` is False / `TrainStep.create` returns None and the
+PyTorch paths (bnmem.fastgrad, autograd on the stacked network) are used. Built with the
+system `cc` into ~/.cache/bnmem (XDG_CACHE_HOME), one library per source hash, flags, CPU
+and precision; ctypes releases the GIL during a call, so worker threads run them in
+parallel. lenet_sq needs ~60 KB of stack per call (float32; ~115 KB in float64): fine with
+glibc's 8 MB thread stacks; lenet_train allocates a ~5 MB workspace per model and batch of 64.
 """
 from __future__ import annotations
 
