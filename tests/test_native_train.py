@@ -114,3 +114,30 @@ def test_not_applicable_returns_none():
     x = torch.zeros(4, 1, 32, 32, dtype=torch.float64)
     assert native.TrainStep.create(net.params, net.state, "groupnorm", x, torch.zeros(4),
                                    1e-5, 0.1, 0.0, 0.0) is None
+
+
+@pytest.mark.parametrize("norm,c,size", [("none", 1, 28), ("batchnorm", 1, 28),
+                                         ("batchnorm", 3, 32)])
+def test_forward_matches_eval_models(norm, c, size):
+    from bnmem.stacked import _pad32
+    models = _models(norm, c, size, 3)
+    gen = torch.Generator().manual_seed(3)
+    for m in models:  # non-trivial running statistics
+        m.train()
+        m(torch.randn(32, c, size, size, dtype=torch.float64, generator=gen))
+        m.eval()
+    x = torch.randn(70, c, size, size, dtype=torch.float64, generator=gen)  # 70: a short chunk
+    x[5, 0, 3, 3] = float("nan")
+    net = StackedLeNet(models, norm, torch.device("cpu"))
+    x_hwc = x.permute(0, 2, 3, 1).contiguous()
+    got = net.predict(x_hwc, x_pad=_pad32(x))
+    with torch.no_grad():
+        want = torch.stack([m(x) for m in models])
+    assert torch.isnan(got[:, 5]).all() and torch.isnan(want[:, 5]).all()
+    keep = torch.arange(70) != 5
+    torch.testing.assert_close(got[:, keep], want[:, keep], atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(got[:, keep], net.predict(x_hwc)[:, keep], atol=1e-10, rtol=1e-10)
+    with torch.no_grad():  # a model with a non-finite weight: NaN logits, as in PyTorch
+        net.params["fc2.weight"][1, 0, 0] = float("inf")
+    bad = net.predict(x_hwc, x_pad=_pad32(x))
+    assert torch.isnan(bad[1]).all() and torch.isfinite(bad[0, keep]).all()

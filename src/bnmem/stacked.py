@@ -203,13 +203,16 @@ class StackedLeNet:
         return linear("fc3", h)
 
     @torch.no_grad()
-    def predict(self, x_hwc: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    def predict(self, x_hwc: torch.Tensor, batch_size: int = 500,
+                x_pad: torch.Tensor | None = None) -> torch.Tensor:
         """Eval-mode logits [K, N, classes] of every model on the same inputs [N, H, W, C].
 
         Without norm layers or with BN, eval mode is affine, so BN is folded into the
-        preceding layer's weights; the first convolution, whose input every model shares,
-        is then one dense convolution with K*6 output channels. Group/layer norm use
-        per-sample statistics only (the same in train and eval mode): plain `forward`.
+        preceding layer's weights; with `x_pad` (the same inputs as [N, C, 32, 32], padded
+        as conv1 pads) the C forward kernel (bnmem.native.lenet_forward) then runs them
+        where it applies; otherwise the first convolution, whose input every model shares,
+        is one dense convolution with K*6 output channels. Group/layer norm use per-sample
+        statistics only (the same in train and eval mode): plain `forward`.
         """
         k, out = self.k, []
         if self.norm not in ("none", "batchnorm"):
@@ -222,6 +225,10 @@ class StackedLeNet:
         w1, b1 = self._folded("conv1", "norm1")
         w2, b2 = self._folded("conv2", "norm2")
         fc = [self._folded(f"fc{i}", f"norm{i + 2}") for i in (1, 2)] + [self._folded("fc3", None)]
+        if x_pad is not None:
+            out = native.lenet_forward([w1, b1, w2, b2, *[t for wb in fc for t in wb]], x_pad)
+            if out is not None:
+                return out
         w1 = w1.reshape(-1, *w1.shape[2:]).contiguous(memory_format=torch.channels_last)
         w2 = w2.reshape(-1, *w2.shape[2:]).contiguous(memory_format=torch.channels_last)
         for i in range(0, len(x_hwc), batch_size):
@@ -360,7 +367,7 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
             loss_sum += loss_k.detach() * cnt
             step += 1
         if track is not None:
-            logits_all = net.predict(x_hwc).cpu()  # (K, N, classes)
+            logits_all = net.predict(x_hwc, x_pad=x_pad).cpu()  # (K, N, classes)
             for j in range(k):
                 tracked[j].append(track(logits_all[j]))
         seconds = time.perf_counter() - t0
@@ -413,7 +420,16 @@ def predict_states(meta: dict, states: list[dict], x: torch.Tensor,
     if meta["arch"] != "lenet":
         return torch.stack([predict(m.to(device), x) for m in models])
     net = StackedLeNet(models, meta["norm"], torch.device(device))
-    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device)).cpu()
+    x_pad = None
+    if torch.device(device).type == "cpu" and meta["norm"] in ("none", "batchnorm"):
+        x_pad = _pad32(x)
+    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device), x_pad=x_pad).cpu()
+
+
+def _pad32(x: torch.Tensor) -> torch.Tensor:
+    """x [N, C, H, W] zero-padded to 32 x 32 as LeNet's conv1 pads (28 px: 2 each side)."""
+    pad = (32 - x.shape[-1]) // 2
+    return F.pad(x, (pad,) * 4).contiguous() if pad else x.contiguous()
 
 
 def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
@@ -456,9 +472,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         retain_heap()
     x_hwc = x.permute(0, 2, 3, 1).contiguous().to(device)  # gathers rows of [H, W, C]
     x_pad = None
-    if device.type == "cpu" and meta["norm"] in ("none", "batchnorm"):  # the C kernel's input
-        pad = (32 - x.shape[-1]) // 2
-        x_pad = F.pad(x, (pad,) * 4).contiguous() if pad else x.contiguous()
+    if device.type == "cpu" and meta["norm"] in ("none", "batchnorm"):  # the C kernels' input
+        x_pad = _pad32(x)
     y = y.to(device)
     subsets = [np.flatnonzero(row) for row in keep]
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]

@@ -76,6 +76,8 @@ def _build(source: Path, dtype: torch.dtype) -> ctypes.CDLL | None:
     else:
         handle.lenet_train.restype = ctypes.c_int
         handle.lenet_train.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 9  # lenet_train.c
+        handle.lenet_forward.restype = ctypes.c_int
+        handle.lenet_forward.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 3
     return handle
 
 
@@ -232,3 +234,42 @@ class TrainStep:
                                  "subset size"}.get(
                 code, "native LeNet training step: unsupported shape or batch"))
         return self.out[:, 0], self.out[:, 1]
+
+
+_FORWARD_SLOTS = [0, 1, 4, 5, 8, 9, 12, 13, 16, 17]  # conv1, conv2, fc1, fc2, fc3 in _SLOTS
+
+
+@torch.no_grad()
+def lenet_forward(params: list[torch.Tensor], x_pad: torch.Tensor) -> torch.Tensor | None:
+    """Eval-mode logits [K, N, classes] of K LeNets on the same inputs x_pad [N, C, 32, 32]
+    (zero-padded as conv1 pads), in C (lenet_train.c), or None where the kernel does not
+    apply (as TrainStep.create). `params`: the stacked [K, ...] weight and bias of conv1,
+    conv2, fc1, fc2, fc3, with any eval-mode BN already folded in. Non-finite weights give
+    their model NaN logits and a non-finite input its sample's, as in PyTorch."""
+    w = params[0]
+    classes = params[8].shape[1]
+    if (w.device.type != "cpu" or x_pad.dtype != w.dtype or w.shape[2] > 3
+            or x_pad.shape[1:] != (w.shape[2], 32, 32) or classes > 256):
+        return None
+    lib = _lib(w.dtype, TRAIN_SOURCE)
+    if lib is None:
+        return None
+    ps = [t.detach().to(w.dtype).contiguous() for t in params]
+    k, x = len(w), x_pad.contiguous()
+    ptrs: list[int | None] = []
+    for j in range(k):
+        row: list[int | None] = [None] * len(_SLOTS)
+        for slot, t in zip(_FORWARD_SLOTS, ps):
+            row[slot] = t.data_ptr() + j * t[0].numel() * t.element_size()
+        ptrs += row
+    table = (ctypes.c_void_p * len(ptrs))(*ptrs)
+    out = torch.empty(k, len(x), classes, dtype=w.dtype)
+    code = lib.lenet_forward(k, len(x), x.shape[1], classes, x.data_ptr(),
+                             ctypes.cast(table, ctypes.c_void_p), out.data_ptr())
+    if code:
+        raise ValueError("native LeNet forward: " + ("out of memory" if code == 3 else
+                                                      "unsupported shape"))
+    finite = torch.stack([torch.isfinite(t.flatten(1)).all(1) for t in ps]).all(0)  # (K,)
+    out[~finite] = float("nan")
+    out[:, ~torch.isfinite(x.flatten(1)).all(1)] = float("nan")
+    return out

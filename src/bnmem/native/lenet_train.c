@@ -341,6 +341,62 @@ static void penalty(const real *gamma, bnc *c, int nf, double lam, double target
     }
 }
 
+/* z [6][28][28] = conv1(x [C][32][32]) + b1, one group: two positions x six channels per
+ * step, each input loaded once. */
+static void conv1_fwd(int C, const real *w1, const real *b1, const vec *xg, vec *zg) {
+    for (int oy = 0; oy < H1; oy++)
+        for (int ox = 0; ox < H1; ox += 2) {
+            vec u[C1], v[C1];
+            for (int o = 0; o < C1; o++) u[o] = v[o] = (vec){} + b1[o];
+            for (int c = 0; c < C; c++)
+                for (int ky = 0; ky < 5; ky++)
+                    for (int kx = 0; kx < 5; kx++) {
+                        const vec *xr = xg + c * 1024 + (oy + ky) * 32 + ox + kx;
+                        vec s = xr[0], t = xr[1];
+                        REG(s);
+                        REG(t);
+                        for (int o = 0; o < C1; o++) {
+                            real w = w1[((o * C + c) * 5 + ky) * 5 + kx];
+                            u[o] += s * w;
+                            v[o] += t * w;
+                        }
+                    }
+            for (int o = 0; o < C1; o++) {
+                zg[o * Q1 + oy * H1 + ox] = u[o];
+                zg[o * Q1 + oy * H1 + ox + 1] = v[o];
+            }
+        }
+}
+
+/* z [16][10][10] = conv2(p [6][14][14]) + b2, one group: five positions x two channels
+ * per step. */
+static void conv2_fwd(const real *w2, const real *b2, const vec *pg, vec *zg) {
+    for (int o = 0; o < C2; o += 2)
+        for (int oy = 0; oy < H2; oy++)
+            for (int ox = 0; ox < H2; ox += 5) {
+                vec a0[5], a1[5];
+                for (int j = 0; j < 5; j++) a0[j] = (vec){} + b2[o], a1[j] = (vec){} + b2[o + 1];
+                for (int c = 0; c < C1; c++)
+                    for (int ky = 0; ky < 5; ky++) {
+                        const vec *u = pg + c * S1 + (oy + ky) * P1 + ox;
+                        const real *w0 = w2 + ((o * C1 + c) * 5 + ky) * 5, *w1 = w0 + C1 * 25;
+                        for (int kx = 0; kx < 5; kx++) {
+                            vec wa = (vec){} + w0[kx], wb = (vec){} + w1[kx];
+                            for (int j = 0; j < 5; j++) {
+                                vec t = u[j + kx];
+                                REG(t);
+                                a0[j] += t * wa;
+                                a1[j] += t * wb;
+                            }
+                        }
+                    }
+                for (int j = 0; j < 5; j++) {
+                    zg[o * Q2 + oy * H2 + ox + j] = a0[j];
+                    zg[(o + 1) * Q2 + oy * H2 + ox + j] = a1[j];
+                }
+            }
+}
+
 /* dp[c][y][x] = sum over o, ky, kx of gz[o][y - ky][x - kx] w2[o][c][ky][kx]: the gradient
  * at conv2's input (14 x 14) from the one at its output (10 x 10), two positions x, x + 1
  * at a time so that each weight broadcast feeds two FMAs. The pair's kx range is the union
@@ -425,69 +481,21 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
         }
 
     PHASE(0);  /* input transpose */
-    /* conv1: two positions x six channels per step */
-    for (int g = 0; g < groups; g++) {
-        const vec *xg = x + g * nx;
-        vec *zg = z1 + g * C1 * Q1;
-        for (int oy = 0; oy < H1; oy++)
-            for (int ox = 0; ox < H1; ox += 2) {
-                vec u[C1], v[C1];
-                for (int o = 0; o < C1; o++) u[o] = v[o] = (vec){} + b1[o];
-                for (int c = 0; c < C; c++)
-                    for (int ky = 0; ky < 5; ky++)
-                        for (int kx = 0; kx < 5; kx++) {
-                            const vec *xr = xg + c * 1024 + (oy + ky) * 32 + ox + kx;
-                            vec s = xr[0], t = xr[1];
-                            REG(s);
-                            REG(t);
-                            for (int o = 0; o < C1; o++) {
-                                real w = w1[((o * C + c) * 5 + ky) * 5 + kx];
-                                u[o] += s * w;
-                                v[o] += t * w;
-                            }
-                        }
-                for (int o = 0; o < C1; o++) {
-                    zg[o * Q1 + oy * H1 + ox] = u[o];
-                    zg[o * Q1 + oy * H1 + ox + 1] = v[o];
-                }
-            }
-    }
+    /* conv1 */
+    for (int g = 0; g < groups; g++) conv1_fwd(C, w1, b1, x + g * nx, z1 + g * C1 * Q1);
     PHASE(1);  /* conv1 */
     if (bn) {
         bn_stats(z1, groups, C1 * Q1, C1, Q1, Q1, mk, n, P[2], P[3], R[0], R[1], eps, mom, c1);
         penalty(P[2], c1, C1, lam, target, &pen);
     }
     PHASE(2);  /* bn1 stats */
-    /* pool1, conv2: five positions x two channels per step */
+    /* pool1, conv2 */
     for (int g = 0; g < groups; g++) {
         vec *pg = p1 + g * C1 * S1, *zg = z2 + g * C2 * Q2;
         for (int o = 0; o < C1; o++)
             pool(z1 + (g * C1 + o) * Q1, H1, bn ? c1[o].scale : 1, bn ? c1[o].shift : 0,
                  pg + o * S1, a1 + (g * C1 + o) * S1);
-        for (int o = 0; o < C2; o += 2)
-            for (int oy = 0; oy < H2; oy++)
-                for (int ox = 0; ox < H2; ox += 5) {
-                    vec a0[5], a1[5];
-                    for (int j = 0; j < 5; j++) a0[j] = (vec){} + b2[o], a1[j] = (vec){} + b2[o + 1];
-                    for (int c = 0; c < C1; c++)
-                        for (int ky = 0; ky < 5; ky++) {
-                            const vec *u = pg + c * S1 + (oy + ky) * P1 + ox;
-                            const real *w0 = w2 + ((o * C1 + c) * 5 + ky) * 5, *w1 = w0 + C1 * 25;
-                            for (int kx = 0; kx < 5; kx++) {
-                                vec wa = (vec){} + w0[kx], wb = (vec){} + w1[kx];
-                                for (int j = 0; j < 5; j++) {
-                                    vec t = u[j + kx];
-                                    REG(t);
-                                    a0[j] += t * wa;
-                                    a1[j] += t * wb;
-                                }
-                            }
-                        }
-                    for (int j = 0; j < 5; j++) {
-                        zg[o * Q2 + oy * H2 + ox + j] = a0[j];
-                        zg[(o + 1) * Q2 + oy * H2 + ox + j] = a1[j];
-                    }
-                }
+        conv2_fwd(w2, b2, pg, zg);
     }
     PHASE(3);  /* pool1 + conv2 */
     if (bn) {
@@ -615,5 +623,52 @@ int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_
                              P + 18 * k, G + 18 * k, R + 8 * k, hyper, out + 2 * k);
         if (code) return code;
     }
+    return 0;
+}
+
+/* Eval-mode logits of K LeNets without norm layers (eval BN folded into the weights by the
+ * caller) on the same inputs x [n, C, 32, 32]: out [K, n, NC]. P as for lenet_train, norm
+ * slots unused. 64 samples at a time, transposed to lanes once for all K models. */
+int lenet_forward(int K, int n, int C, int NC, const real *x, real *const *P, real *out) {
+    if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
+    enum { CH = 8 };  /* groups per chunk */
+    size_t nx = (size_t)C * 1024;
+    size_t per = nx + C1 * Q1 + 2 * C1 * S1 + C2 * Q2 + 2 * F0 + 2 * F1 + 2 * F2 + NC;
+    vec *mem = aligned_alloc(32, per * CH * sizeof(vec));
+    if (!mem) return 3;
+    vec *xs = mem, *z1 = xs + nx * CH, *p1 = z1 + C1 * Q1 * CH, *a1 = p1 + C1 * S1 * CH;
+    vec *z2 = a1 + C1 * S1 * CH, *p2 = z2 + C2 * Q2 * CH, *a2 = p2 + F0 * CH, *z3 = a2 + F0 * CH;
+    vec *r3 = z3 + F1 * CH, *z4 = r3 + F1 * CH, *r4 = z4 + F2 * CH, *z5 = r4 + F2 * CH;
+    for (int i0 = 0; i0 < n; i0 += CH * L) {
+        int nb = n - i0 < CH * L ? n - i0 : CH * L, groups = (nb + L - 1) / L;
+        for (int g = 0; g < groups; g++)
+            for (int l = 0; l < L; l++) {
+                int i = g * L + l;
+                const real *src = i < nb ? x + (size_t)(i0 + i) * nx : 0;
+                for (size_t j = 0; j < nx; j++) xs[g * nx + j][l] = src ? src[j] : 0;
+            }
+        for (int k = 0; k < K; k++) {
+            real *const *p = P + 18 * k;
+            for (int g = 0; g < groups; g++) {
+                conv1_fwd(C, p[0], p[1], xs + g * nx, z1 + g * C1 * Q1);
+                for (int o = 0; o < C1; o++)
+                    pool(z1 + (g * C1 + o) * Q1, H1, 1, 0, p1 + (g * C1 + o) * S1,
+                         (ivec *)a1 + (g * C1 + o) * S1);
+                conv2_fwd(p[4], p[5], p1 + g * C1 * S1, z2 + g * C2 * Q2);
+                for (int o = 0; o < C2; o++)
+                    pool(z2 + (g * C2 + o) * Q2, H2, 1, 0, p2 + g * F0 + o * P2 * P2,
+                         (ivec *)a2 + g * F0 + o * P2 * P2);
+            }
+            dense_fwd(groups, F0, F1, p[8], p[9], p2, z3);
+            bn_relu_dense(groups, F1, z3, 0, r3);
+            dense_fwd(groups, F1, F2, p[12], p[13], r3, z4);
+            bn_relu_dense(groups, F2, z4, 0, r4);
+            dense_fwd(groups, F2, NC, p[16], p[17], r4, z5);
+            real *o = out + ((size_t)k * n + i0) * NC;
+            for (int i = 0; i < nb; i++)
+                for (int c = 0; c < NC; c++) o[(size_t)i * NC + c] = z5[(i / L) * NC + c][i % L];
+        }
+    }
+    free(mem);
     return 0;
 }
