@@ -188,7 +188,7 @@ class TrainStep:
         dtype = params["conv1.weight"].dtype
         for p in params.values():
             p.grad = torch.zeros_like(p)
-        self.hyper = torch.tensor([eps, momentum, lam, target], dtype=dtype)
+        self.hyper = torch.tensor([eps, momentum, lam, target], dtype=torch.float64)
 
         def table(tensors: list[torch.Tensor | None]) -> ctypes.Array:
             ptrs = []
@@ -208,7 +208,8 @@ class TrainStep:
                x_pad: torch.Tensor, y: torch.Tensor, eps: float, momentum: float | None,
                lam: float, target: float) -> "TrainStep | None":
         w = params["conv1.weight"]
-        if (norm not in ("none", "batchnorm") or w.device.type != "cpu" or momentum is None
+        if (norm not in ("none", "batchnorm") or momentum is None
+                or {w.device.type, x_pad.device.type, y.device.type} != {"cpu"}
                 or x_pad.shape[1:] != (w.shape[2], 32, 32) or w.shape[2] > 3
                 or params["fc3.weight"].shape[1] > 256 or x_pad.dtype != w.dtype):
             return None
@@ -221,6 +222,10 @@ class TrainStep:
         """Gradients for batches x_pad[rows[k, :counts[k]]] (rows [K, B] int64, real rows
         first); returns each model's mean batch loss and penalty, float64 [K] each."""
         rows, counts = rows.to(torch.int64).contiguous(), counts.to(torch.int64).contiguous()
+        if len(rows) != self.k or rows.numel() and not (0 <= int(rows.min()) and
+                                                        int(rows.max()) < len(self.x_pad)):
+            raise ValueError(f"rows: expected [{self.k}, B] indices into the pool's "
+                             f"{len(self.x_pad)} rows, got shape {tuple(rows.shape)}")
         code = self.lib.lenet_train(
             self.k, rows.shape[1], self.x_pad.shape[1], self.classes, counts.data_ptr(),
             rows.data_ptr(), self.x_pad.data_ptr(), self.y.data_ptr(), self.hyper.data_ptr(),
@@ -248,7 +253,8 @@ def lenet_forward(params: list[torch.Tensor], x_pad: torch.Tensor) -> torch.Tens
     their model NaN logits and a non-finite input its sample's, as in PyTorch."""
     w = params[0]
     classes = params[8].shape[1]
-    if (w.device.type != "cpu" or x_pad.dtype != w.dtype or w.shape[2] > 3
+    if (w.device.type != "cpu" or x_pad.device.type != "cpu" or x_pad.dtype != w.dtype
+            or w.shape[2] > 3
             or x_pad.shape[1:] != (w.shape[2], 32, 32) or classes > 256):
         return None
     lib = _lib(w.dtype, TRAIN_SOURCE)

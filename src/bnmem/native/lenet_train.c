@@ -19,7 +19,8 @@
  *   R[k*8 + i]   running mean, running var of norm1..norm4 (updated in place), or NULL.
  *   idx[k*bmax + b], b < cnt[k]: the batch's rows of xpool [N, C, 32, 32] (already padded
  *                to 32 x 32) and ypool [N].
- *   hyper: eps, momentum (running statistics), lam, target.
+ *   hyper: eps, momentum (running statistics), lam, target (double).
+ *   Every count and label is checked before any model is touched.
  *   out[2k], out[2k+1]: the batch's mean loss and the penalty (without lam).
  * Returns 0, or 1 (bad shape or count), 2 (label out of range), 3 (out of memory), 4 (a
  * BatchNorm batch of one sample, which PyTorch also refuses).
@@ -76,7 +77,8 @@ void lenet_train_profile(double *out) { memcpy(out, prof_s, sizeof prof_s); }
 #define REG(v) __asm__("" : "+x"(v))
 
 static inline vec sel(ivec m, vec a, vec b) { return (vec)(((ivec)a & m) | ((ivec)b & ~m)); }
-static inline vec relu_mask(vec keep_if_pos, vec g) { return sel(keep_if_pos > 0, g, (vec){}); }
+/* relu's backward as PyTorch's threshold_backward: g where the output is not <= 0 (NaN passes) */
+static inline vec relu_mask(vec out, vec g) { return sel(~(out <= 0), g, (vec){}); }
 
 static inline double hsum(vec v) {
     double s = 0;
@@ -159,10 +161,11 @@ static void pool(const vec *z, int h, real s, real t, vec *p, ivec *arg) {
             vec v0 = s * r0[0] + t, v1 = s * r0[1] + t, v2 = s * r1[0] + t, v3 = s * r1[1] + t;
             vec m = v0;
             ivec a = {}, c;
-            c = v1 > m; m = sel(c, v1, m); a = (a & ~c) | (c & 1);
-            c = v2 > m; m = sel(c, v2, m); a = (a & ~c) | (c & 2);
-            c = v3 > m; m = sel(c, v3, m); a = (a & ~c) | (c & 3);
-            p[i * hp + j] = sel(m > 0, m, (vec){});
+            /* as PyTorch: a NaN wins the window (v != v), relu keeps NaN (!(m <= 0)) */
+            c = (v1 > m) | (v1 != v1); m = sel(c, v1, m); a = (a & ~c) | (c & 1);
+            c = (v2 > m) | (v2 != v2); m = sel(c, v2, m); a = (a & ~c) | (c & 2);
+            c = (v3 > m) | (v3 != v3); m = sel(c, v3, m); a = (a & ~c) | (c & 3);
+            p[i * hp + j] = sel(~(m <= 0), m, (vec){});
             arg[i * hp + j] = a;
         }
 }
@@ -326,7 +329,7 @@ static void bn_relu_dense(int groups, int nf, const vec *z, const bnc *c, vec *r
     for (int g = 0; g < groups; g++)
         for (int f = 0; f < nf; f++) {
             vec h = c ? (real)c[f].scale * z[g * nf + f] + (real)c[f].shift : z[g * nf + f];
-            r[g * nf + f] = sel(h > 0, h, (vec){});
+            r[g * nf + f] = sel(~(h <= 0), h, (vec){});  /* relu; NaN stays NaN */
         }
 }
 
@@ -437,7 +440,7 @@ static void conv2_igrad(const vec *gz, const real *w2, vec *gp, vec *dp) {
 
 static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpool,
                      const int64_t *ypool, real *const *P, real *const *G, real *const *R,
-                     const real *hyper, double *out) {
+                     const double *hyper, double *out) {
     const int bn = P[2] != 0, groups = (n + L - 1) / L;
     const double eps = hyper[0], mom = hyper[1], lam = hyper[2], target = hyper[3];
     /* workspace, in vectors */
@@ -474,7 +477,6 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             int i = g * L + l;
             mk[g][l] = i < n;
             y[i] = i < n ? ypool[rows[i]] : 0;
-            if (y[i] < 0 || y[i] >= NC) { free(mem); return 2; }
             const real *src = i < n ? xpool + rows[i] * nx : 0;
             vec *dst = x + g * nx;
             for (size_t j = 0; j < nx; j++) dst[j][l] = src ? src[j] : 0;
@@ -613,12 +615,18 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
 }
 
 int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_t *idx,
-                const real *xpool, const int64_t *ypool, const real *hyper, real *const *P,
+                const real *xpool, const int64_t *ypool, const double *hyper, real *const *P,
                 real *const *G, real *const *R, double *out) {
     if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
     for (int k = 0; k < K; k++) {
         if (cnt[k] < 1 || cnt[k] > bmax) return 1;
         if (P[18 * k + 2] && cnt[k] < 2) return 4;  /* batch statistics of one sample */
+        for (int64_t i = 0; i < cnt[k]; i++) {
+            int64_t yy = ypool[idx[(int64_t)k * bmax + i]];
+            if (yy < 0 || yy >= NC) return 2;
+        }
+    }
+    for (int k = 0; k < K; k++) {
         int code = one_model((int)cnt[k], C, NC, idx + (int64_t)k * bmax, xpool, ypool,
                              P + 18 * k, G + 18 * k, R + 8 * k, hyper, out + 2 * k);
         if (code) return code;
