@@ -170,7 +170,11 @@ def test_forward_matches_eval_models(norm, c, size):
     keep = torch.arange(70) != 5
     torch.testing.assert_close(got[:, keep], want[:, keep], atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(got[:, keep], net.predict(x_hwc)[:, keep], atol=1e-10, rtol=1e-10)
-    with torch.no_grad():  # a model with a non-finite weight: NaN logits, as in PyTorch
+    with torch.no_grad():  # a non-finite weight spoils its model's logits as in PyTorch
         net.params["fc2.weight"][1, 0, 0] = float("inf")
+        models[1].fc2.weight[0, 0] = float("inf")
+        want_bad = models[1](x)
     bad = net.predict(x_hwc, x_pad=_pad32(x))
-    assert torch.isnan(bad[1]).all() and torch.isfinite(bad[0, keep]).all()
+    assert torch.equal(torch.isnan(bad[1]), torch.isnan(want_bad))
+    assert torch.equal(torch.isinf(bad[1]), torch.isinf(want_bad))
+    assert not torch.isfinite(bad[1]).all() and torch.isfinite(bad[0, keep]).all()

@@ -167,6 +167,14 @@ _SLOTS = [f"{layer}.{kind}" for layer in ("conv1", "norm1", "conv2", "norm2", "f
                                           "fc2", "norm4", "fc3") for kind in ("weight", "bias")]
 
 
+def _table(k: int, tensors: list[torch.Tensor | None]) -> ctypes.Array:
+    """Pointers to model j's slice of each stacked [K, ...] tensor (None: NULL), model-major:
+    the C side reads entry j * len(tensors) + i."""
+    ptrs = [None if t is None else t.data_ptr() + j * t[0].numel() * t.element_size()
+            for j in range(k) for t in tensors]
+    return (ctypes.c_void_p * len(ptrs))(*ptrs)
+
+
 class TrainStep:
     """Gradients of one SGD step for K stacked LeNets in C (lenet_train.c), written into
     each parameter's `.grad`; the optimizer step stays in PyTorch.
@@ -185,22 +193,13 @@ class TrainStep:
         self.lib, self.x_pad, self.y = lib, x_pad.contiguous(), y.to(torch.int64).contiguous()
         self.k = len(params["conv1.weight"])
         self.classes = params["fc3.weight"].shape[1]
-        dtype = params["conv1.weight"].dtype
         for p in params.values():
             p.grad = torch.zeros_like(p)
         self.hyper = torch.tensor([eps, momentum, lam, target], dtype=torch.float64)
-
-        def table(tensors: list[torch.Tensor | None]) -> ctypes.Array:
-            ptrs = []
-            for k in range(self.k):
-                ptrs += [None if t is None else t.data_ptr() + k * t[0].numel() * t.element_size()
-                         for t in tensors]
-            return (ctypes.c_void_p * len(ptrs))(*ptrs)
-
-        self.p_table = table([params.get(s) for s in _SLOTS])
-        self.g_table = table([params[s].grad if s in params else None for s in _SLOTS])
+        self.p_table = _table(self.k, [params.get(s) for s in _SLOTS])
+        self.g_table = _table(self.k, [params[s].grad if s in params else None for s in _SLOTS])
         stats = [state.get(f"norm{i}.running_{m}") for i in range(1, 5) for m in ("mean", "var")]
-        self.r_table = table(stats if bn else [None] * 8)
+        self.r_table = _table(self.k, stats if bn else [None] * 8)
         self.out = torch.zeros(self.k, 2, dtype=torch.float64)
 
     @classmethod
@@ -241,16 +240,13 @@ class TrainStep:
         return self.out[:, 0], self.out[:, 1]
 
 
-_FORWARD_SLOTS = [0, 1, 4, 5, 8, 9, 12, 13, 16, 17]  # conv1, conv2, fc1, fc2, fc3 in _SLOTS
-
-
 @torch.no_grad()
 def lenet_forward(params: list[torch.Tensor], x_pad: torch.Tensor) -> torch.Tensor | None:
     """Eval-mode logits [K, N, classes] of K LeNets on the same inputs x_pad [N, C, 32, 32]
     (zero-padded as conv1 pads), in C (lenet_train.c), or None where the kernel does not
     apply (as TrainStep.create). `params`: the stacked [K, ...] weight and bias of conv1,
-    conv2, fc1, fc2, fc3, with any eval-mode BN already folded in. Non-finite weights give
-    their model NaN logits and a non-finite input its sample's, as in PyTorch."""
+    conv2, fc1, fc2, fc3, with any eval-mode BN already folded in. NaN propagates as in
+    PyTorch (max-pool and relu pass it on)."""
     w = params[0]
     classes = params[8].shape[1]
     if (w.device.type != "cpu" or x_pad.device.type != "cpu" or x_pad.dtype != w.dtype
@@ -260,22 +256,14 @@ def lenet_forward(params: list[torch.Tensor], x_pad: torch.Tensor) -> torch.Tens
     lib = _lib(w.dtype, TRAIN_SOURCE)
     if lib is None:
         return None
-    ps = [t.detach().to(w.dtype).contiguous() for t in params]
+    given = iter(t.detach().to(w.dtype).contiguous() for t in params)
+    ps = [None if s.startswith("norm") else next(given) for s in _SLOTS]
     k, x = len(w), x_pad.contiguous()
-    ptrs: list[int | None] = []
-    for j in range(k):
-        row: list[int | None] = [None] * len(_SLOTS)
-        for slot, t in zip(_FORWARD_SLOTS, ps):
-            row[slot] = t.data_ptr() + j * t[0].numel() * t.element_size()
-        ptrs += row
-    table = (ctypes.c_void_p * len(ptrs))(*ptrs)
+    table = _table(k, ps)
     out = torch.empty(k, len(x), classes, dtype=w.dtype)
     code = lib.lenet_forward(k, len(x), x.shape[1], classes, x.data_ptr(),
                              ctypes.cast(table, ctypes.c_void_p), out.data_ptr())
     if code:
         raise ValueError("native LeNet forward: " + ("out of memory" if code == 3 else
                                                       "unsupported shape"))
-    finite = torch.stack([torch.isfinite(t.flatten(1)).all(1) for t in ps]).all(0)  # (K,)
-    out[~finite] = float("nan")
-    out[:, ~torch.isfinite(x.flatten(1)).all(1)] = float("nan")
     return out

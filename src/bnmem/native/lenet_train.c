@@ -294,6 +294,17 @@ static void dense_back(int groups, int nin, int nout, const real *w, const vec *
     if (g < groups) dense_igrad_block(1, g, nin, nout, w, d, da);
 }
 
+/* db[o] = sum over groups, positions and lanes of gz [groups][nch][npos]: a conv bias's
+ * gradient. */
+static void bias_grad(const vec *gz, int groups, int nch, int npos, real *db) {
+    for (int o = 0; o < nch; o++) {
+        vec s = {};
+        for (int g = 0; g < groups; g++)
+            for (int q = 0; q < npos; q++) s += gz[(g * nch + o) * npos + q];
+        db[o] = (real)hsum(s);
+    }
+}
+
 /* acc[o][c][ky][kx] += sum over output positions (oy, ox) of gz[o][oy][ox] *
  * src[c][oy + ky][ox + kx] (src planes ws x ws, gz planes ho x ho): the weight gradient
  * of a 5 x 5 valid convolution, two output channels x five kx per step. */
@@ -573,12 +584,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             bn_back(gz2, z2, groups, C2 * Q2, Q2, f, Q2, mk, n, &c2[f], &G[6][f], &G[7][f]);
     PHASE(8);  /* unpool2 + bn2 backward */
     memset(acc2, 0, sizeof(vec) * C2 * C1 * 25);
-    for (int o = 0; o < C2; o++) {
-        vec s = {};
-        for (int g = 0; g < groups; g++)
-            for (int q = 0; q < Q2; q++) s += gz2[(g * C2 + o) * Q2 + q];
-        G[5][o] = (real)hsum(s);
-    }
+    bias_grad(gz2, groups, C2, Q2, G[5]);
     for (int g = 0; g < groups; g++) {
         const vec *pg = p1 + g * C1 * S1, *gg = gz2 + g * C2 * Q2;
         vec *dg = dp1 + g * C1 * S1;
@@ -598,12 +604,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             bn_back(gz1, z1, groups, C1 * Q1, Q1, f, Q1, mk, n, &c1[f], &G[2][f], &G[3][f]);
     PHASE(11);  /* unpool1 + bn1 backward */
     memset(acc1, 0, sizeof(vec) * C1 * C * 25);
-    for (int o = 0; o < C1; o++) {
-        vec s = {};
-        for (int g = 0; g < groups; g++)
-            for (int q = 0; q < Q1; q++) s += gz1[(g * C1 + o) * Q1 + q];
-        G[1][o] = (real)hsum(s);
-    }
+    bias_grad(gz1, groups, C1, Q1, G[1]);
     for (int g = 0; g < groups; g++) {
         const vec *xg = x + g * nx, *gg = gz1 + g * C1 * Q1;
         conv_wgrad(C1, C, H1, 32, xg, gg, acc1);
