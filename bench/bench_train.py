@@ -163,14 +163,14 @@ def kernel_profile(arm: str, pool: str, peak1: float, steps: int = 20) -> str:
     import shlex
     import sysconfig
     import tempfile
-    from bnmem import native
+    from bnmem import cpu, native
     from bnmem.stacked import StackedLeNet
     torch.set_num_threads(1)
     x, y, _ = load_data(pool)
     cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
     with tempfile.TemporaryDirectory() as tmp:
         lib_path = Path(tmp) / "lenet_train_profile.so"
-        subprocess.run([*cc, *native.FLAGS, "-DREAL=float", "-DBNMEM_PROFILE",
+        subprocess.run([*cc, *native.FLAGS, *cpu.c_flags(), "-DREAL=float", "-DBNMEM_PROFILE",
                         str(native.TRAIN_SOURCE), "-o", str(lib_path), "-lm"], check=True,
                        capture_output=True)
         lib = ctypes.CDLL(str(lib_path))

@@ -3,6 +3,7 @@
 Downstream stages read `data/recipes/<arm>.yaml`, whose content changes only when a
 knob that affects that arm changes, so `-S reg_strength=...` reruns only batchnorm_reg.
 """
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 from pathlib import Path
 

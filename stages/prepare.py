@@ -1,4 +1,5 @@
 """prepare: split the dataset into a pool and a test set, then corrupt the pool."""
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 import logging
 

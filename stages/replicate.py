@@ -5,6 +5,7 @@ everything training draws (target init and batch order, shadow keep masks and se
 the pool prepared with `seed`. Writes the target model, the shadow shard and one JSON
 record (bnmem.seeds.arm_record) that the report turns into means and CIs across seeds.
 """
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 import dataclasses
 import hashlib
@@ -15,15 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from bnmem import cli
-from bnmem.attack import loo_lira, signals
+from bnmem.attack import PairSignals, loo_lira, signals
 from bnmem.config import load_config
-from bnmem.evaluate import share_above_1
 from bnmem.grads import grad_norms, summarize
 from bnmem.io import load_npz, save_json, save_npz, save_state
-from bnmem.matched import epoch_curve
+from bnmem.membership import headline_variant
+from bnmem.resample import arm_draw, epoch_pairs
 from bnmem.pipeline import load_pool, tensors, train_target
 from bnmem.roc import evaluate
 from bnmem.seeds import arm_record
+from bnmem.summary import gamma_sigma_summary
 from bnmem.shadow import fingerprint, keep_matrix, train_shadows
 from bnmem.train import batch_order
 
@@ -61,17 +63,24 @@ def main() -> None:
                            progress=f"seed {cfg.seed}")
     identity = s.queries.index("identity") if "identity" in s.queries else 0
     phi, _, _ = signals(shadow["logits"], pool["y_train"], identity)
-    scores = loo_lira(phi, keep, cfg.attack.offline_one_sided, ("lira_online",))
-    lira, _, _ = evaluate(scores["lira_online"], keep, kind)
-    curve = (epoch_curve(shadow["epoch_phi"], shadow["epoch_correct"], keep, kind,
-                         cfg.attack.offline_one_sided) if s.track_epochs else None)
+    ids, variant = np.arange(s.n_models), headline_variant(s.n_models // 2 - 1)
+    scores = loo_lira(phi, keep, ids, cfg.attack.offline_one_sided, (variant,))
+    lira, _, _ = evaluate(scores[variant], keep, kind)
+    curve = None
+    if s.track_epochs:  # the shadows' per-epoch fit and AUC, as the attack stage's draw 0
+        data = {"phi": phi, "keep": keep, "correct": phi[..., identity] > 0, "model_ids": ids,
+                "epoch_phi": shadow["epoch_phi"], "epoch_correct": shadow["epoch_correct"]}
+        d0 = arm_draw(data, PairSignals.build(phi, keep, ids), epoch_pairs(data),
+                      np.ones(s.n_models // 2, np.int64), np.ones(len(y)), kind, variant,
+                      cfg.attack.offline_one_sided)
+        curve = {k: v.tolist() for k, v in d0["epoch"].items()}
     record = arm_record(history, summarize(norms, kind), lira, curve,
-                        share_above_1(meta["gamma_sigma"]))
+                        gamma_sigma_summary(meta["gamma_sigma"]))
     save_state(out.with_suffix(".pt"), model.state_dict())
     save_npz(out.with_name(out.stem + "_shadow.npz"), **shadow)
     save_json(out, {"arm": arm, "seed": cfg.seed, "record": record})
     shutil.rmtree(parts, ignore_errors=True)
-    log.info("%s seed %d: LiRA online AUC all %.4f", arm, cfg.seed, lira["all"]["auc"])
+    log.info("%s seed %d: %s AUC all %.4f", arm, cfg.seed, variant, lira["all"]["auc"])
 
 
 if __name__ == "__main__":

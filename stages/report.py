@@ -1,4 +1,6 @@
-"""report: merge per-arm metrics, compute BN - none deltas with CIs, draw PNGs, write report.md."""
+"""report: target-model and gradient comparisons, the claims table with its verdicts,
+headline metrics, figures and report.md."""
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 import hashlib
 import logging
@@ -12,12 +14,14 @@ from bnmem import cli, plots
 from bnmem.config import load_config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
 from bnmem.data import OOD_SOURCE, describe_source, preprocess
-from bnmem.evaluate import share_above_1
 from bnmem.io import InputError, load_json, load_npz, load_state, save_json
+from bnmem.membership import comparison_pairs, headline_deltas
 from bnmem.pipeline import build
 from bnmem.report_md import render
-from bnmem.seeds import across_seeds, arm_record, seed_deltas
-from bnmem.summary import gamma_push, matched_utility, paired_acc_delta, ratio_of_ratios_ci
+from bnmem.rng import SALT
+from bnmem.seeds import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
+from bnmem.summary import (GRAD_KINDS, claims, gamma_push, gamma_sigma_summary, grad_comparison,
+                           paired_acc_delta, target_matched)
 from bnmem.train import predict
 
 log = logging.getLogger("bnmem.report")
@@ -30,15 +34,15 @@ def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
 
 
 def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack: dict,
-                        matched: dict, shares: dict, replicates: Path,
+                        membership: dict, gammas: dict, replicates: Path,
                         pairs: list[tuple[str, str]]) -> dict:
     """Every pair's deltas per seed (`seed` from this run's outputs, `seeds` from the
     replicate stages' records) with their mean and 95 % t-interval across seeds."""
     records = {cfg.seed: {}}
     for a in arms:
         records[cfg.seed][a] = arm_record(
-            curves[a].to_dict("records"), grads[a], attack[a]["lira_online"],
-            matched["arms"][a]["curve"] if "arms" in matched else None, shares[a])
+            curves[a].to_dict("records"), grads[a], attack[a][membership["variant"]],
+            membership["arms"][a].get("epoch"), gammas[a])
     for s in cfg.seeds:
         records[s] = {}
         for a in arms:
@@ -58,89 +62,86 @@ def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    for name in ("params", "pool", "models", "curves", "grads", "shadow", "attack", "deltas", "scores",
-                 "roc", "theory", "matched", "replicates", "out-train", "out-grads",
-                 "out-summary", "plots", "report"):
+    for name in ("params", "pool", "test", "models", "curves", "grads", "attack", "membership",
+                 "scores", "roc", "theory", "replicates", "out-train", "out-deltas",
+                 "out-results", "plots", "report"):
         p.add_argument(f"--{name}", required=True)
     args = p.parse_args()
     cfg = load_config(args.params)
-    cli.setup(cfg.train.threads)
-    arms, models, rng = list(cfg.arms), Path(args.models), np.random.default_rng([cfg.seed, 0x5E9])
+    kernels = cli.setup(cfg.train.threads)
+    arms, models = list(cfg.arms), Path(args.models)
+    rng = np.random.default_rng([cfg.seed, SALT["report_bootstrap"]])
     n_boot = cfg.attack.bootstrap
     pool = load_npz(args.pool, ("x", "y_train", "kind"))
+    test = load_npz(args.test, ("x", "y"))
     kind, x = pool["kind"], preprocess(pool["x"], cfg.dataset)
     metas = {a: load_json(models / f"{a}.json") for a in arms}
     train = {a: metas[a]["metrics"] for a in arms}
     curves = {a: pd.read_csv(Path(args.curves) / f"{a}.csv") for a in arms}
     grads = {a: load_json(Path(args.grads) / f"{a}.json") for a in arms}
-    norms = {a: load_npz(Path(args.grads) / f"{a}.npz", ("norms",))["norms"] for a in arms}
-    attack, deltas = load_json(args.attack), load_json(args.deltas)
+    gz = {a: load_npz(Path(args.grads) / f"{a}.npz", ("norms", "norms_epoch", "epochs")) for a in arms}
+    attack, membership = load_json(args.attack), load_json(args.membership)
     theory = load_json(args.theory)
     nets = {a: load_model(models, metas[a], a) for a in arms}
     correct = {a: predict(nets[a], x).argmax(1).numpy() == pool["y_train"] for a in arms}
+    test_ok = {a: predict(nets[a], preprocess(test["x"], cfg.dataset)).argmax(1).numpy() == test["y"]
+               for a in arms}
+    pairs = comparison_pairs(arms)
 
-    summary: dict = {"equal_epoch": train, "matched_utility": matched_utility(curves)}
-    matched = load_json(args.matched)
-    if "arms" in matched:  # LiRA at matched utility (shadow models), curves left to the plot
-        summary["matched_utility"]["lira"] = {
-            "target_clean_in_acc": matched["target_clean_in_acc"], "attack": matched["attack"],
-            **{a: {k: v for k, v in matched["arms"][a].items() if k != "curve"} for a in arms},
-            **{k: v for k, v in matched.items() if k.startswith("delta_")}}
-    pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
-    if "batchnorm_reg" in arms and "batchnorm" in arms:
-        pairs.append(("batchnorm_reg", "batchnorm"))
+    target: dict = {}  # one target model per arm: intervals over samples only
     for a, b in pairs:
         d = {key: paired_acc_delta(correct[a], correct[b], kind == k, n_boot, rng)
              for key, k in (("clean_train_acc", CLEAN), ("flipped_mem_acc", FLIPPED),
                             ("ood_mem_acc", OOD))}
-        ratio = ratio_of_ratios_ci(norms[a], norms[b], kind, FLIPPED, n_boot, rng)
-        if ratio:
-            d["grad_ratio_flipped_clean_bn_over_none"] = ratio
-        for attack_name, subsets in (deltas.get(a, {}) if b == "none" else {}).items():
-            for subset, row in subsets.items():
-                d[f"auc_{attack_name}_{subset}"] = row
-        summary[f"delta_{a}_minus_{b}"] = d
-    bn_layers = {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms}
-    shares = {a: share_above_1(metas[a].get("gamma_sigma", {})) for a in arms}
-    summary["gamma_sigma_share_above_1"] = shares.get("batchnorm")
-    for a in arms:
-        if bn_layers.get(a):
-            summary[f"gamma_push_{a}"] = gamma_push(nets[a], x, pool["y_train"], {
-                "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
-
-    summary["seeds"] = across_seed_summary(cfg, arms, curves, grads, attack, matched, shares,
-                                           Path(args.replicates), pairs)
+        d["test_acc"] = paired_acc_delta(test_ok[a], test_ok[b], np.ones(test["y"].size, bool),
+                                         n_boot, rng)
+        target[f"{a}_minus_{b}"] = d
+    grad_cmp = {}
+    for a, b in pairs:
+        fits = [curves[arm].set_index("epoch").loc[gz[arm]["epochs"], "clean_train_acc"].to_numpy()
+                for arm in (a, b)]
+        for name, code in GRAD_KINDS.items():
+            grad_cmp[f"{a}_minus_{b}_{name}"] = grad_comparison(
+                gz[a]["norms_epoch"], gz[b]["norms_epoch"], fits[0], fits[1], kind, code, n_boot, rng)
+    gammas = {a: gamma_sigma_summary(metas[a].get("gamma_sigma", {})) for a in arms}
+    push = {a: gamma_push(nets[a], x, pool["y_train"], {
+        "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})
+        for a in arms if gammas[a]}
+    seeds = (across_seed_summary(cfg, arms, curves, grads, attack, membership, gammas,
+                                 Path(args.replicates), pairs) if cfg.seeds else None)
+    table = claims(membership, grad_cmp, gammas.get("batchnorm"), seeds, cfg.noise_rate,
+                   cfg.ood_rate)
+    results = {"claims": table, "target": target, "target_matched": target_matched(curves, pairs),
+               "grads": grad_cmp, "gamma_sigma": gammas, "gamma_push": push, "seeds": seeds,
+               "cpu_kernels": kernels}
 
     out = Path(args.plots)
-    scores = {a: load_npz(Path(args.scores) / f"{a}.npz", ("lira_online", "keep", "mem_score")) for a in arms}
-    lira_in = {a: (s["mem_score"], np.nanmean(np.where(s["keep"], s["lira_online"], np.nan), axis=0))
+    scores = {a: load_npz(Path(args.scores) / f"{a}.npz", (membership["variant"], "keep", "mem_score"))
+              for a in arms}
+    lira_in = {a: (s["mem_score"], np.nanmean(np.where(s["keep"], s[membership["variant"]], np.nan), axis=0))
                for a, s in scores.items()}
     figures = {
-        "roc": plots.roc_curves(pd.read_csv(args.roc), attack, out / "roc.png"),
+        "roc": plots.roc_curves(pd.read_csv(args.roc), attack, out / "roc.png", membership["variant"]),
         "memorization": plots.memorization_curves(curves, out / "memorization.png"),
-        "grad_norms": plots.grad_norms(norms, kind, out / "grad_norms.png"),
-        "gamma_sigma": plots.gamma_sigma_layers(bn_layers, out / "gamma_sigma.png"),
+        "grad_norms": plots.grad_norms({a: gz[a]["norms"] for a in arms}, kind, out / "grad_norms.png"),
+        "gamma_sigma": plots.gamma_sigma_layers(
+            {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms},
+            out / "gamma_sigma.png"),
         "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, out / "mem_vs_lira.png"),
     }
-    if "arms" in matched:
-        figures["lira_vs_fit"] = plots.lira_vs_fit(matched, out / "lira_vs_fit.png")
-    save_json(args.out_train, {a: {**train[a], "gamma_sigma": {
-        k: {kk: vv for kk, vv in v.items() if kk != "ratio"} for k, v in metas[a].get("gamma_sigma", {}).items()}}
-        for a in arms})
-    save_json(args.out_grads, grads)
-    save_json(args.out_summary, summary)
-    costs = {"train": {a: metas[a].get("train_seconds") for a in arms},
-             "shadow": {a: sum(float(load_npz(Path(args.shadow) / a / f"shard_{k}.npz").get(
-                 "seconds", np.nan)) for k in cfg.shadow.shard_ids) for a in arms},
-             "grads": {a: float(load_npz(Path(args.grads) / f"{a}.npz").get("seconds", np.nan))
-                       for a in arms}}
+    if any("epoch" in membership["arms"][a] for a in arms):
+        figures["lira_vs_fit"] = plots.lira_vs_fit(membership, out / "lira_vs_fit.png")
+    save_json(args.out_train, {a: {k: train[a].get(k) for k in TRAIN_KEYS} for a in arms})
+    save_json(args.out_deltas, headline_deltas(membership))
+    save_json(args.out_results, {**results, "train": {a: {**train[a], "gamma_sigma": metas[a].get(
+        "gamma_sigma")} for a in arms}, "grads_per_arm": grads, "theory": theory})
     provenance = {"source": describe_source(cfg.dataset, cfg.data.root),
                   "ood_source": describe_source(OOD_SOURCE[cfg.dataset],
                                                 cfg.data.root if cfg.dataset.startswith("cifar") else None),
                   "pool_sha256": hashlib.sha256(Path(args.pool).read_bytes()).hexdigest()[:16],
-                  "n_shards": len(cfg.shadow.shard_ids)}
-    render(Path(args.report), cfg, summary, train, grads, attack, theory, figures, kind,
-           costs, provenance)
+                  "n_shards": len(cfg.shadow.shard_ids), "cpu_level": kernels["level"]}
+    render(Path(args.report), cfg, results, train, grads, attack, membership, theory, figures,
+           kind, provenance)
 
 
 if __name__ == "__main__":

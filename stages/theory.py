@@ -1,4 +1,5 @@
 """theory: check the (gamma/sigma)^2 margin-growth mechanism on one conv channel + linear."""
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 import logging
 

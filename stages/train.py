@@ -1,4 +1,5 @@
 """train@<arm>: train one arm on the whole pool, evaluating memorization every epoch."""
+import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
 import logging
 from pathlib import Path
@@ -25,7 +26,7 @@ def main() -> None:
     args = p.parse_args()
     cfg = load_config(args.recipe)
     arm = cfg.arms[0]
-    cli.setup(cfg.train.threads)
+    kernels = cli.setup(cfg.train.threads)
     pool, test = load_pool(args.pool), load_npz(args.test, ("x", "y"))
     ckpt_dir = Path(args.checkpoints)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -41,7 +42,7 @@ def main() -> None:
     model, history, meta = train_target(cfg, arm, pool, test, on_epoch, progress=True)
     save_state(ckpt_dir / f"epoch_{cfg.train.epochs}.pt", model.state_dict())
     save_state(args.model, model.state_dict())
-    save_json(Path(args.model).with_suffix(".json"), meta)
+    save_json(Path(args.model).with_suffix(".json"), {**meta, "cpu_kernels": kernels})
     with atomic_path(args.curves) as tmp:
         pd.DataFrame(history).drop(columns=["seconds"]).to_csv(tmp, index=False, float_format="%.6g")
 

@@ -11,12 +11,13 @@ import yaml
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from bnmem.attack import (LIRA_VARIANTS, fit_gaussians, lira_scores, load_shadow,
-                          log_prob_from_margin, logit_margin, loo_lira, memorization,
-                          score_lira)
+from bnmem.attack import (LIRA_VARIANTS, PairSignals, complement_partner, fit_gaussians,
+                          lira_draw, lira_scores, load_shadow, log_prob_from_margin,
+                          logit_margin, loo_lira, memorization, score_lira)
 from bnmem.rmia import loo_rmia, rmia_scores
 from bnmem.io import InputError, save_npz
-from bnmem.roc import (bootstrap_weights, evaluate, paired_deltas, roc_points,
+from bnmem.shadow import keep_matrix
+from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
                        roc_summary)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,25 +133,30 @@ def test_lira_with_too_few_shadows():
     assert score_lira(x, fit_gaussians(phi_s, ~keep_s), False, False)[3] == 0.0  # no OUT
 
 
-@pytest.mark.parametrize("m,balanced", [(8, True), (4, True), (7, False)])
-def test_loo_never_uses_target_as_its_own_shadow(m, balanced):
-    """Leave-one-out scores equal scoring each target against np.delete'd shadows; with 4
-    models or an unbalanced keep some sets shrink to 1 or 0 shadows (fallback paths)."""
+@pytest.mark.parametrize("m", [8, 4])
+def test_balanced_loo_leaves_out_target_and_complement(m):
+    """Balanced leave-one-out scores equal scoring each target against np.delete'd shadows
+    without it and its complement (every sample then has m/2 - 1 IN and OUT shadows); with
+    4 models each set holds one shadow (the pooled-std fallback)."""
     rng = np.random.default_rng(2)
     n = 60
-    keep = balanced_keep(rng, m, n) if balanced else rng.random((m, n)) < 0.3
+    keep = keep_matrix(m, n, 1)
     phi = rng.normal(size=(m, n, 2)) + keep[..., None]
     phi[1] += 40.0  # a target far from the rest: any self-use would move its statistics
     logp = log_prob_from_margin(phi).mean(-1)
-    logp[1, :5] = 0.0  # model 1 holds nearly all of these samples' probability mass
-    logp[:, :5] = np.where(np.arange(m)[:, None] == 1, 0.0, -60.0)
-    loo = loo_lira(phi, keep)
-    only = loo_lira(phi, keep, variants=("lira_offline_fixed",))
+    logp[:, :5] = np.where(np.arange(m)[:, None] == 1, 0.0, -60.0)  # model 1 holds the mass
+    ids = np.arange(m)
+    loo = loo_lira(phi, keep, ids)
+    only = loo_lira(phi, keep, ids, variants=("lira_offline_fixed",))
     assert list(only) == ["lira_offline_fixed"]
     np.testing.assert_array_equal(only["lira_offline_fixed"], loo["lira_offline_fixed"])
-    rmia = loo_rmia(logp, keep, np.arange(m), gamma=1.5, a=0.3, population=20, seed=0)
+    partner = complement_partner(keep, ids)
+    assert (partner == ids ^ 1).all()
+    rmia = loo_rmia(logp, keep, ids, gamma=1.5, a=0.3, population=20, seed=0, partner=partner)
     for t in range(m):
-        others, kept = np.delete(phi, t, 0), np.delete(keep, t, 0)
+        drop = [t, t ^ 1]
+        others, kept = np.delete(phi, drop, 0), np.delete(keep, drop, 0)
+        assert (kept.sum(0) == m // 2 - 1).all()  # balanced for every sample
         for name, (online, fixed) in LIRA_VARIANTS.items():
             np.testing.assert_allclose(loo[name][t], lira_scores(phi[t], others, kept, online,
                                                                  fixed), rtol=1e-9, atol=1e-9)
@@ -158,7 +164,36 @@ def test_loo_never_uses_target_as_its_own_shadow(m, balanced):
         pop = np.random.default_rng([0, 0x5A11, t]).choice(non, min(20, non.size), replace=False)
         for name, online in (("rmia", True), ("rmia_offline", False)):
             np.testing.assert_allclose(rmia[name][t], rmia_scores(
-                logp[t], np.delete(logp, t, 0), kept, pop, gamma=1.5, online=online))
+                logp[t], np.delete(logp, drop, 0), kept, pop, gamma=1.5, online=online))
+
+
+def test_loo_needs_complementary_pairs():
+    keep = keep_matrix(4, 10, 0)
+    keep[1, 0] = keep[0, 0]  # pair (0, 1) no longer complementary
+    with pytest.raises(InputError, match="complementary model pairs"):
+        loo_lira(np.zeros((4, 10, 1)), keep, np.arange(4))
+
+
+def test_pair_weights_equal_the_expanded_multiset():
+    """Gaussians of pairs taken w times each equal the reference fit on the shadows
+    repeated w times (a bootstrap draw); a draw of all ones equals leave-one-out."""
+    rng = np.random.default_rng(11)
+    m, n = 10, 30
+    keep = keep_matrix(m, n, 2)
+    phi = rng.normal(size=(m, n, 2)) + keep[..., None]
+    ids = np.arange(m)
+    ps = PairSignals.build(phi, keep, ids)
+    for w in (np.array([2, 0, 1, 3, 1]), np.array([0, 0, 4, 0, 1]), np.ones(5, int)):
+        rows = np.repeat(np.arange(m), np.repeat(w, 2))
+        ref = fit_gaussians(phi[rows], keep[rows])
+        got = ps.gaussians(w)
+        for f in ("mu_in", "mu_out", "sd_in", "sd_out", "pooled_in", "pooled_out"):
+            np.testing.assert_allclose(getattr(got, f), getattr(ref, f), rtol=1e-12, atol=1e-12)
+    d = lira_draw(ps, phi, np.ones(5, int), "lira_online_fixed")
+    loo = loo_lira(phi, keep, ids, variants=("lira_online_fixed",))["lira_online_fixed"]
+    assert sorted(d) == list(range(m))
+    for t in range(m):
+        np.testing.assert_allclose(d[t], loo[t], rtol=1e-12)
 
 
 # ---------------------------------------------------------------- shards
@@ -179,7 +214,7 @@ def write_shadow(tmp_path, phi, keep, ids, labels, splits, epochs=None):
 def test_shards_sorted_by_model_id_not_file_order(tmp_path):
     rng = np.random.default_rng(3)
     m, n = 6, 40
-    labels, keep = rng.integers(0, C, n), balanced_keep(rng, m, n)
+    labels, keep = rng.integers(0, C, n), keep_matrix(m, n, 3)
     phi = rng.normal(size=(m, n, 2)) + keep[..., None]
     ids = np.arange(m)
     one = load_shadow(write_shadow(tmp_path / "a", phi, keep, ids, labels, [list(range(m))]),
@@ -190,8 +225,8 @@ def test_shards_sorted_by_model_id_not_file_order(tmp_path):
     np.testing.assert_array_equal(split.model_ids, np.arange(m))
     for field in ("phi", "logp", "correct", "keep"):
         np.testing.assert_array_equal(getattr(split, field), getattr(one, field))
-    np.testing.assert_array_equal(loo_lira(split.phi, split.keep)["lira_online"],
-                                  loo_lira(one.phi, one.keep)["lira_online"])
+    np.testing.assert_array_equal(loo_lira(split.phi, split.keep, split.model_ids)["lira_online"],
+                                  loo_lira(one.phi, one.keep, one.model_ids)["lira_online"])
 
 
 def test_shard_errors_name_the_file(tmp_path):
@@ -265,17 +300,22 @@ def test_bootstrap_ci_contains_estimate_and_is_seeded():
     for sub in ("all", "clean", "flipped", "ood"):
         row = met[sub]
         assert row["auc_lo"] <= row["auc"] <= row["auc_hi"]
-        assert row["tpr_at_fpr_1e-3_lo"] <= row["tpr_at_fpr_1e-3_hi"]
         assert not any("." in k for k in row)
+        # negatives x FPR < 10 false positives: TPR at that FPR is not reported
+        assert row["n_negatives"] == int((~keep[:, kind == SUBSETS[sub]] if SUBSETS[sub] is not None
+                                          else ~keep).sum())
+        assert (row["tpr_at_fpr_1e-2"] is None) == (row["n_negatives"] * 1e-2 < 10)
+        assert row["tpr_at_fpr_1e-3"] is None and row["tpr_at_fpr_1e-3_lo"] is None
+        assert 0 <= row["tpr_at_zero_fp"] <= 1
     again = evaluate(scores, keep, kind, bootstrap_weights(kind, 50, np.random.default_rng([0, 1])))
     assert again[0] == met
     assert (boot.sum(1) == n).all() and (boot[:, kind == 2].sum(1) == 20).all()  # stratified
     deltas = paired_deltas({"none": {"x": met}, "batchnorm": {"x": met}},
                            {"none": {"x": res}, "batchnorm": {"x": res}})
     assert deltas["batchnorm"]["x"]["ood"] == {"auc": 0.0, "auc_lo": 0.0, "auc_hi": 0.0,
-                                               "tpr_at_fpr_1e-3": 0.0,
-                                               "tpr_at_fpr_1e-3_lo": 0.0,
-                                               "tpr_at_fpr_1e-3_hi": 0.0}
+                                               "tpr_at_fpr_1e-3": None,
+                                               "tpr_at_fpr_1e-3_lo": None,
+                                               "tpr_at_fpr_1e-3_hi": None}
     empty = evaluate(scores, keep, np.zeros(n, np.int8), boot)[0]
     assert empty["flipped"]["auc"] is None and empty["all"]["auc"] == met["all"]["auc"]
 
@@ -284,73 +324,48 @@ def test_bootstrap_ci_contains_estimate_and_is_seeded():
 
 def test_attack_stage_end_to_end(tmp_path):
     rng = np.random.default_rng(8)
-    m, n = 8, 60
+    m, n, e = 8, 60, 3
     kind = np.repeat([0, 1, 2], [40, 14, 6]).astype(np.int8)
     labels = rng.integers(0, C, n)
     np.savez(tmp_path / "pool.npz", y_train=labels, kind=kind)
     params = {"arms": ["none", "batchnorm"], "pool_size": n,
               "shadow": {"n_models": m, "shards": 2, "shard_ids": [0, 1]},
-              "attack": {"bootstrap": 20, "rmia_population": 10}}
+              "attack": {"bootstrap": 20, "model_bootstrap": 20, "rmia_population": 10}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    keep = keep_matrix(m, n, 0)  # one keep matrix for all arms, as the shadow stage makes
     for j, arm in enumerate(params["arms"]):
-        keep = balanced_keep(rng, m, n)
         phi = rng.normal(size=(m, n, 2)) + (1 + j) * keep[..., None]
-        epochs = (rng.normal(size=(m, 3, n)) + keep[:, None], rng.random((m, 3, n)) < 0.9)
+        epochs = (rng.normal(size=(m, e, n)) + keep[:, None],
+                  rng.random((m, e, n)) < np.linspace(0.5, 0.9 + 0.05 * j, e)[None, :, None])
         write_shadow(tmp_path / "shadow" / arm, phi, keep, np.arange(m), labels,
                      [[4, 5, 6, 7], [0, 1, 2, 3]], epochs)
     cmd = [sys.executable, str(ROOT / "stages" / "attack.py"), "--params", "params.yaml",
-           "--pool", "pool.npz", "--shadow-dir", "shadow", "--metrics", "out/attack.json",
-           "--scores-dir", "out/scores", "--roc", "out/roc.csv", "--deltas", "out/deltas.json",
-           "--matched", "out/matched.json"]
+           "--pool", "pool.npz", "--shadow-dir", "shadow", "--results", "out/attack.json",
+           "--membership", "out/membership.json", "--metrics", "out/headline.json",
+           "--scores-dir", "out/scores", "--roc", "out/roc.csv"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    matched = json.loads((tmp_path / "out/matched.json").read_text())
-    assert set(matched["arms"]) == {"none", "batchnorm"}
-    assert len(matched["arms"]["none"]["curve"]) == 3
-    assert "matched" in matched["delta_batchnorm_minus_none"]
+    mem = json.loads((tmp_path / "out/membership.json").read_text())
+    assert mem["variant"] == "lira_online_fixed" and mem["interval"] == "models+samples"
+    assert set(mem["arms"]) == {"none", "batchnorm"}
+    assert len(mem["arms"]["none"]["epoch"]["fit"]) == e
+    c = mem["compare"]["batchnorm_minus_none"]
+    assert {"equal_epochs", "matched_fit", "curve"} <= set(c)
+    row = c["equal_epochs"]["auc_all"]
+    assert row["lo"] <= row["value"] <= row["hi"]
+    assert 0.4 < mem["arms"]["none"]["null_auc"]["mean"] < 0.6
     met = json.loads((tmp_path / "out/attack.json").read_text())
     assert set(met["none"]) >= {"lira_online", "lira_offline", "lira_online_fixed",
                                 "lira_offline_fixed", "rmia"}
     row = met["batchnorm"]["lira_online"]["ood"]
-    assert {"auc", "balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2", "auc_lo"} <= set(row)
-    assert "lira_online" in json.loads((tmp_path / "out/deltas.json").read_text())["batchnorm"]
+    assert {"auc", "balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2", "auc_lo",
+            "tpr_at_zero_fp", "n_negatives"} <= set(row)
+    head = json.loads((tmp_path / "out/headline.json").read_text())
+    assert set(head["none"]) == {"auc_all", "auc_clean", "auc_flipped", "auc_ood",
+                                 "tpr_at_fpr_1e-3_all", "null_auc"}
     with np.load(tmp_path / "out/scores/none.npz") as z:
         assert z["lira_online"].shape == (m, n) and z["mem_score"].shape == (n,)
     (tmp_path / "shadow/none/shard_1.npz").unlink()
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "shard_1.npz: file not found" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-
-
-def test_matched_lira_attacks_each_arm_at_its_matched_epoch():
-    """A fast arm reaches the common fit early; it is attacked at that epoch's signals, the
-    slow arm at its last epoch, and the final-epoch figures are reported beside them."""
-    from bnmem.matched import matched_lira
-    rng = np.random.default_rng(5)
-    m, n, e = 8, 300, 4
-    kind = np.repeat([0, 1, 2], [240, 40, 20]).astype(np.int8)
-    fit = {"none": [0.5, 0.6, 0.7, 0.8], "batchnorm": [0.6, 0.85, 0.95, 1.0]}
-    leak = {"none": [0.1, 0.2, 0.3, 0.4], "batchnorm": [0.2, 0.5, 1.0, 2.0]}
-    arrays = {}
-    for arm in fit:
-        keep = balanced_keep(rng, m, n)
-        phi = np.stack([rng.normal(size=(m, n)) + leak[arm][t] * keep for t in range(e)], 1)
-        correct = np.stack([rng.random((m, n)) < fit[arm][t] for t in range(e)], 1)
-        arrays[arm] = {"epoch_phi": phi, "epoch_correct": correct, "keep": keep}
-    boot = bootstrap_weights(kind, 30, np.random.default_rng(0))
-    out = matched_lira(arrays, kind, boot)
-    none, bn = out["arms"]["none"], out["arms"]["batchnorm"]
-    assert out["target_clean_in_acc"] == pytest.approx(none["curve"][-1]["clean_in_acc"])
-    assert none["epoch"] == 4 and bn["epoch"] == 2  # BN's fit passes ~0.8 at epoch 2
-    assert bn["clean_in_acc"] >= out["target_clean_in_acc"]
-    # the matched attack is the epoch-2 attack, weaker than BN's final one
-    assert bn["matched"]["all"]["auc"] == pytest.approx(bn["curve"][1]["auc_lira_online_identity"])
-    assert bn["matched"]["all"]["auc"] < bn["final"]["all"]["auc"]
-    assert none["matched"] == none["final"]
-    d = out["delta_batchnorm_minus_none"]
-    assert d["matched"]["flipped"]["auc"] == pytest.approx(
-        bn["matched"]["flipped"]["auc"] - none["matched"]["flipped"]["auc"])  # point, no CI
-    assert d["matched"]["flipped"]["auc_lo"] is None
-    assert d["matched"]["all"]["auc"] == pytest.approx(bn["matched"]["all"]["auc"]
-                                                       - none["matched"]["all"]["auc"])
-    assert d["final"]["all"]["auc_lo"] <= d["final"]["all"]["auc"] <= d["final"]["all"]["auc_hi"]

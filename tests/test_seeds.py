@@ -11,23 +11,22 @@ from bnmem.seeds import across_seeds, arm_record, seed_deltas
 def _record(flipped: list[float], clean: list[float], auc: float, ratio: float, curve_auc=None):
     history = [{"epoch": e + 1, "clean_train_acc": c, "flipped_mem_acc": f, "ood_mem_acc": math.nan,
                 "test_acc": 0.8} for e, (f, c) in enumerate(zip(flipped, clean))]
-    shadow = None if curve_auc is None else [
-        {"epoch": e + 1, "clean_in_acc": c, "auc_lira_online_identity": a}
-        for e, (c, a) in enumerate(zip(clean, curve_auc))]
+    shadow = None if curve_auc is None else {"fit": clean, "auc_all": curve_auc}
     lira = {s: {"auc": auc, "tpr_at_fpr_1e-3": 0.01} for s in ("all", "clean", "flipped", "ood")}
     return arm_record(history, {"ratio_flipped_clean": ratio}, lira, shadow, None)
 
 
-def test_seed_deltas_and_matched_epochs():
+def test_seed_deltas_and_matched_fit():
     bn = _record([0.1, 0.3, 0.5], [0.7, 0.9, 0.99], 0.75, 15.0, [0.52, 0.6, 0.75])
     none = _record([0.0, 0.02, 0.03], [0.6, 0.8, 0.86], 0.57, 8.0, [0.5, 0.55, 0.58])
     d = seed_deltas({"batchnorm": bn, "none": none}, "batchnorm", "none")
     assert d["flipped_mem_acc"] == pytest.approx(0.47)
-    assert d["auc_lira_online_all"] == pytest.approx(0.18)
+    assert d["auc_all"] == pytest.approx(0.18)
     assert d["grad_ratio_flipped_clean_ratio"] == pytest.approx(15 / 8)
-    # target fit 0.86: BN first reaches it at epoch 2 (0.9), none at epoch 3
-    assert d["matched_flipped_mem_acc"] == pytest.approx(0.3 - 0.03)
-    assert d["matched_auc_lira_online_identity_all"] == pytest.approx(0.6 - 0.58)
+    # common fit 0.86: BN passes it between epochs 1 (0.7) and 2 (0.9), at 0.8 of the way;
+    # none reaches it at its last epoch
+    assert d["matched_flipped_mem_acc"] == pytest.approx(0.1 + 0.8 * 0.2 - 0.03)
+    assert d["matched_auc_all"] == pytest.approx(0.52 + 0.8 * 0.08 - 0.58)
     assert d["ood_mem_acc"] is None  # absent kind (NaN in the curves CSV) stays None
 
 

@@ -2,13 +2,15 @@
 the Feldman-Zhang memorization score; RMIA lives in bnmem.rmia.
 
 Shapes: m models, N pool samples, Q queries (augmentations), C classes, S = m - 1 shadows.
-Leave-one-out evaluation makes every model in turn the target and all others its shadows.
-LiRA's per-sample medians are made leave-one-out exact without re-sorting per target: the
-IN and OUT signals of every sample are sorted once, and removing the target's value from a
-sorted list only shifts the median's index (`_remove_one`).
+Balanced leave-one-out makes every model in turn the target and all models but it and its
+complement (the model trained on the other half of the pool) its shadows, so every sample
+has equally many IN and OUT shadows. Shadow signals are regrouped by pair and sorted once
+(`PairSignals`); any weighting of pairs (leaving one out, a bootstrap draw over pairs)
+then gets its medians from cumulative weights.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,74 +101,6 @@ def load_shadow(paths: list[Path], labels: np.ndarray, identity_query: int = 0) 
 # ---------------------------------------------------------------- LiRA
 
 @dataclass(frozen=True)
-class _SetStats:
-    """One membership set (IN or OUT) per query and sample, ready for leave-one-out.
-
-    Removing member t from a sorted set of n moves the median only by which side of the
-    median t sits on, so the three possible reduced medians are precomputed and a target
-    picks one by its rank: no per-target sorting. Arrays are query-major ([Q, N]) so the
-    per-query work and the mean over queries run on contiguous rows.
-    """
-    phi: np.ndarray     # [S, Q, N] the signals
-    mask: np.ndarray    # [S, N] membership of each model in the set
-    rank: np.ndarray    # [S, Q, N] int32 position of a member in the set's ascending order
-    n: np.ndarray       # [N] set size
-    center: np.ndarray  # [Q, N] set mean
-    ss: np.ndarray      # [Q, N] sum of squared deviations from the mean
-    median: np.ndarray  # [Q, N] median of the whole set (nan if empty)
-    drop: np.ndarray    # [3, Q, N] median without a member of rank <= a, in (a, b], > b
-    cut: np.ndarray     # [2, N] a, b: lower and upper median index of the reduced set
-
-
-def _set_stats(phi_qn: np.ndarray, mask: np.ndarray) -> _SetStats:
-    """Statistics of the set `mask` [S, N] of signals phi_qn [S, Q, N]."""
-    values = np.moveaxis(phi_qn, 0, -1)  # [Q, N, S] view: sort along models
-    inside = mask.T[None]
-    masked = np.where(inside, values, np.inf)  # non-members sort to the end
-    order = np.argsort(masked, axis=-1)
-    srt = np.take_along_axis(masked, order, -1)
-    rank = np.empty(order.shape, dtype=np.int32)
-    np.put_along_axis(rank, order, np.arange(order.shape[-1], dtype=np.int32), axis=-1)
-    n = mask.sum(axis=0)
-    center = np.where(mask[:, None], phi_qn, 0).sum(0) / np.maximum(n, 1)
-    ss = (np.where(mask[:, None], phi_qn - center, 0) ** 2).sum(0)
-
-    def kth(k: np.ndarray) -> np.ndarray:  # k [N] -> k-th smallest member [Q, N]
-        k = np.broadcast_to(np.clip(k, 0, srt.shape[-1] - 1)[None, :, None], srt.shape[:2] + (1,))
-        return np.take_along_axis(srt, k, -1)[..., 0]
-
-    median = np.where(n == 0, np.nan, 0.5 * (kth((n - 1) // 2) + kth(n // 2)))
-    a, b = (n - 2) // 2, (n - 1) // 2  # median indices of the n - 1 remaining members
-    drop = np.where(n < 2, np.nan, np.stack([0.5 * (kth(a + 1) + kth(b + 1)),
-                                             0.5 * (kth(a) + kth(b + 1)),
-                                             0.5 * (kth(a) + kth(b))]))
-    return _SetStats(phi_qn, mask, np.ascontiguousarray(np.moveaxis(rank, -1, 0)), n, center,
-                     ss, median, drop, np.stack([a, b]))
-
-
-def _remove_one(st: _SetStats, t: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(median [Q,N], ss [Q,N], n [N]) of the set with model t removed (if a member)."""
-    if t is None:
-        return st.median, st.ss, st.n
-    member, r = st.mask[t], st.rank[t]
-    a, b = st.cut
-    dropped = np.where(r <= a, st.drop[0], np.where(r <= b, st.drop[1], st.drop[2]))
-    med = np.where(member, dropped, st.median)
-    # Welford removal: ss' = ss - d^2 n / (n - 1), d = phi_t - old mean. It cancels when
-    # t was an outlier holding most of ss; those few samples are summed afresh.
-    factor = np.where(member & (st.n > 1), st.n / np.maximum(st.n - 1, 1), 0.0)
-    ss = np.maximum(st.ss - (st.phi[t] - st.center) ** 2 * factor, 0.0)
-    redo = np.flatnonzero(member & (ss < 1e-4 * st.ss).any(axis=0))
-    if redo.size:
-        sub = st.mask[:, None, redo].copy()  # [S, 1, r]
-        sub[t] = False
-        v = st.phi[:, :, redo]
-        mean = np.where(sub, v, 0).sum(0) / np.maximum(sub.sum(0), 1)
-        ss[:, redo] = (np.where(sub, v - mean, 0) ** 2).sum(0)
-    return med, ss, st.n - member
-
-
-@dataclass(frozen=True)
 class Gaussians:
     """Per-sample IN/OUT Gaussians of the signal, query-major: location = median,
     scale = std (ddof 1); `pooled_*` the within-sample std pooled over samples."""
@@ -188,17 +122,101 @@ def _scales(ss: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.maximum(per, SD_FLOOR), np.maximum(pooled, SD_FLOOR)
 
 
-def _gaussians(st_in: _SetStats, st_out: _SetStats, exclude: int | None = None) -> Gaussians:
-    mu_in, ss_in, n_in = _remove_one(st_in, exclude)
-    mu_out, ss_out, n_out = _remove_one(st_out, exclude)
-    (sd_in, pooled_in), (sd_out, pooled_out) = _scales(ss_in, n_in), _scales(ss_out, n_out)
+def fit_gaussians(phi_shadow: np.ndarray, keep_shadow: np.ndarray) -> Gaussians:
+    """IN/OUT Gaussians from shadow signals phi_shadow [S, N, Q] and keep_shadow [S, N]:
+    the reference path (a plain median / std per sample), any membership layout."""
+    phi = np.swapaxes(phi_shadow, 1, 2)  # [S, Q, N]
+    out = []
+    for mask in (keep_shadow, ~keep_shadow):
+        m = mask[:, None, :]
+        n = mask.sum(0)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-nan: a sample without shadows
+            med = np.nanmedian(np.where(m, phi, np.nan), axis=0)
+            mean = np.where(m, phi, 0).sum(0) / np.maximum(n, 1)
+        ss = (np.where(m, phi - mean, 0) ** 2).sum(0)
+        out.append((np.where(n == 0, np.nan, med), *_scales(ss, n)))
+    (mu_in, sd_in, pooled_in), (mu_out, sd_out, pooled_out) = out
     return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
 
 
-def fit_gaussians(phi_shadow: np.ndarray, keep_shadow: np.ndarray) -> Gaussians:
-    """IN/OUT Gaussians from shadow signals phi_shadow [S, N, Q] and keep_shadow [S, N]."""
-    phi_qn = np.ascontiguousarray(np.swapaxes(phi_shadow, 1, 2))
-    return _gaussians(_set_stats(phi_qn, keep_shadow), _set_stats(phi_qn, ~keep_shadow))
+# ---------------------------------------------------------------- balanced leave-one-out
+
+def complement_partner(keep: np.ndarray, model_ids: np.ndarray) -> np.ndarray:
+    """[m] index of each model's complement (the model trained on exactly the other half).
+
+    The shadow stage trains models in complementary pairs (ids 2p, 2p + 1; see
+    `bnmem.shadow.keep_matrix`); balanced leave-one-out needs every pair complete.
+    """
+    ids = np.asarray(model_ids)
+    where = {int(i): k for k, i in enumerate(ids)}
+    partner = np.array([where.get(int(i) ^ 1, -1) for i in ids])
+    if (partner < 0).any() or not all((keep[partner[t]] == ~keep[t]).all()
+                                      for t in range(len(ids))):
+        raise InputError("balanced leave-one-out needs complementary model pairs (ids 2p, "
+                         "2p+1 with opposite keep masks, as the shadow stage trains them); "
+                         f"got model ids {ids.tolist()}")
+    return partner
+
+
+@dataclass(frozen=True)
+class PairSignals:
+    """Shadow signals regrouped by complementary pair: for every pair p and sample i, the
+    signal of the pair's model that trained on i (`inside`) and of the one that did not
+    (`outside`), each sorted once along pairs so that any weighting of pairs (leave-one-
+    pair-out, a bootstrap draw) gets its medians from cumulative weights, without sorting.
+    """
+    inside: np.ndarray    # [P, Q, N] sorted along P
+    outside: np.ndarray   # [P, Q, N] sorted along P
+    in_order: np.ndarray  # [P, Q, N] pair index of each sorted IN value
+    out_order: np.ndarray
+    pair_of: np.ndarray   # [m] pair index of each model
+    first: np.ndarray     # [P] the pair's model with the lower id (index into models)
+    second: np.ndarray    # [P]
+
+    @classmethod
+    def build(cls, phi: np.ndarray, keep: np.ndarray, model_ids: np.ndarray) -> "PairSignals":
+        """From phi [m, N, Q] (models in id order), keep [m, N], model_ids [m]."""
+        partner = complement_partner(keep, model_ids)
+        first = np.flatnonzero(np.arange(len(partner)) < partner)
+        second = partner[first]
+        pair_of = np.empty(len(partner), dtype=np.int64)
+        pair_of[first], pair_of[second] = np.arange(first.size), np.arange(first.size)
+        a, b = np.swapaxes(phi[first], 1, 2), np.swapaxes(phi[second], 1, 2)  # [P, Q, N]
+        k = keep[first][:, None, :]
+        inside, outside = np.where(k, a, b), np.where(k, b, a)
+        io, oo = np.argsort(inside, axis=0), np.argsort(outside, axis=0)
+        return cls(np.take_along_axis(inside, io, 0), np.take_along_axis(outside, oo, 0),
+                   io, oo, pair_of, first, second)
+
+    def gaussians(self, weight: np.ndarray) -> Gaussians:
+        """IN/OUT Gaussians of the shadow pairs taken `weight` [P] times each (integers)."""
+        n = int(weight.sum())
+        stats = [_weighted_stats(v, o, weight, n) for v, o in ((self.inside, self.in_order),
+                                                                (self.outside, self.out_order))]
+        (mu_in, ss_in), (mu_out, ss_out) = stats
+        counts = np.full(mu_in.shape[-1], n)
+        (sd_in, pooled_in), (sd_out, pooled_out) = _scales(ss_in, counts), _scales(ss_out, counts)
+        return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
+
+
+def _weighted_stats(srt: np.ndarray, order: np.ndarray, w: np.ndarray,
+                    n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(median [Q,N], sum of squared deviations from the mean [Q,N]) of the multiset that
+    holds sorted value srt[j] w[order[j]] times; nan median when n == 0."""
+    if n == 0:
+        nan = np.full(srt.shape[1:], np.nan)
+        return nan, np.zeros(srt.shape[1:])
+    cum = np.cumsum(w[order], axis=0)
+
+    def kth(k: int) -> np.ndarray:  # k-th smallest (1-based) of the multiset
+        j = (cum < k).sum(axis=0)
+        return np.take_along_axis(srt, j[None], 0)[0]
+
+    median = 0.5 * (kth((n + 1) // 2) + kth(n // 2 + 1))
+    wv = w[order]
+    mean = (wv * srt).sum(0) / n
+    return median, (wv * (srt - mean) ** 2).sum(0)
 
 
 def _score(x: np.ndarray, g: Gaussians, online: bool, fixed_variance: bool,
@@ -239,19 +257,47 @@ def lira_scores(phi_target: np.ndarray, phi_shadow: np.ndarray, keep_shadow: np.
                       fixed_variance, one_sided)
 
 
-def loo_lira(phi: np.ndarray, keep: np.ndarray, one_sided: bool = True,
-             variants: tuple[str, ...] = tuple(LIRA_VARIANTS)) -> dict[str, np.ndarray]:
-    """LIRA_VARIANTS (default all four), leave-one-out: {name: [m, N]}, row t = target t
-    scored with the other m - 1 models as shadows (same result as `lira_scores` on
-    np.delete)."""
-    phi_qn = np.ascontiguousarray(np.swapaxes(phi, 1, 2))  # [m, Q, N]
-    st_in, st_out = _set_stats(phi_qn, keep), _set_stats(phi_qn, ~keep)
+def loo_lira(phi: np.ndarray, keep: np.ndarray, model_ids: np.ndarray | None = None,
+             one_sided: bool = True, variants: tuple[str, ...] = tuple(LIRA_VARIANTS),
+             pairs: PairSignals | None = None) -> dict[str, np.ndarray]:
+    """LIRA_VARIANTS (default all four), balanced leave-one-out: {name: [m, N]}.
+
+    Row t = target t scored with every model but t and its complement as shadows, so every
+    sample has as many IN as OUT shadows (m/2 - 1 each). Leaving out one model only would
+    leave a member 7 IN / 8 OUT shadows and a non-member 8 / 7, which biases online LiRA
+    below 0.5 at null. Equals `lira_scores` on np.delete(..., [t, partner]).
+    """
+    ids = np.arange(keep.shape[0]) if model_ids is None else model_ids
+    ps = pairs or PairSignals.build(phi, keep, ids)
+    phi_qn = np.swapaxes(phi, 1, 2)  # [m, Q, N]
     out = {name: np.empty(keep.shape) for name in variants}
-    for t in range(keep.shape[0]):
-        g = _gaussians(st_in, st_out, exclude=t)
-        for name in variants:
-            online, fixed = LIRA_VARIANTS[name]
-            out[name][t] = _score(phi_qn[t], g, online, fixed, one_sided)
+    for p in range(ps.first.size):
+        w = np.ones(ps.first.size, dtype=np.int64)
+        w[p] = 0
+        g = ps.gaussians(w)
+        for t in (ps.first[p], ps.second[p]):
+            for name in variants:
+                online, fixed = LIRA_VARIANTS[name]
+                out[name][t] = _score(phi_qn[t], g, online, fixed, one_sided)
+    return out
+
+
+def lira_draw(ps: PairSignals, phi: np.ndarray, counts: np.ndarray, variant: str,
+              one_sided: bool = True) -> dict[int, np.ndarray]:
+    """One bootstrap draw over model pairs: pair p taken counts[p] times. Returns
+    {model index: scores [N]} for the models of drawn pairs, each scored against the
+    drawn pairs other than its own (balanced leave-one-pair-out within the draw); a
+    pair with no other pair drawn is skipped."""
+    online, fixed = LIRA_VARIANTS[variant]
+    out = {}
+    for p in np.flatnonzero(counts):
+        w = counts.copy()
+        w[p] = 0
+        if w.sum() < 1:
+            continue
+        g = ps.gaussians(w)
+        for t in (ps.first[p], ps.second[p]):
+            out[int(t)] = _score(np.swapaxes(phi[t], 0, 1), g, online, fixed, one_sided)
     return out
 
 
@@ -270,7 +316,9 @@ def memorization(correct: np.ndarray,
 
 def run_attacks(sig: Signals, one_sided: bool, gamma: float, a: float, population: int,
                 seed: int) -> dict[str, np.ndarray]:
-    """Every attack's leave-one-out scores {name: [m, N]} for one arm."""
-    scores = loo_lira(sig.phi, sig.keep, one_sided)
-    scores.update(loo_rmia(sig.logp, sig.keep, sig.model_ids, gamma, a, population, seed))
+    """Every attack's balanced leave-one-out scores {name: [m, N]} for one arm."""
+    scores = loo_lira(sig.phi, sig.keep, sig.model_ids, one_sided)
+    partner = complement_partner(sig.keep, sig.model_ids)
+    scores.update(loo_rmia(sig.logp, sig.keep, sig.model_ids, gamma, a, population, seed,
+                           partner))
     return scores

@@ -6,14 +6,16 @@ import sys
 import time
 from typing import Callable
 
+from bnmem import cpu
 from bnmem.config import ConfigError
 from bnmem.io import DataError, InputError
 
 log = logging.getLogger("bnmem")
 
 
-def setup(threads: int = 0) -> None:
-    """Logging to stderr and an optional intra-op thread count.
+def setup(threads: int = 0) -> dict[str, str]:
+    """Logging to stderr, an optional intra-op thread count, and a check that the CPU
+    kernels are pinned (bnmem.cpu); returns what runs, e.g. {"level": "avx2", "torch": "AVX2"}.
 
     Determinism: every random draw comes from an explicit seeded generator, and the CPU
     kernels used here (conv, matmul, reductions) are deterministic for a fixed thread
@@ -28,6 +30,9 @@ def setup(threads: int = 0) -> None:
         torch.use_deterministic_algorithms(True, warn_only=True)
     if threads:
         torch.set_num_threads(threads)
+    kernels = cpu.check(strict=True)
+    log.debug("CPU kernels: %s", kernels)
+    return kernels
 
 
 def run(main: Callable[[], None], name: str) -> None:

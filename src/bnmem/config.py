@@ -90,7 +90,8 @@ class AttackConfig:
     rmia_gamma: float = 2.0
     rmia_a: float = 0.3
     rmia_population: int = 500
-    bootstrap: int = 200
+    bootstrap: int = 200  # sample-only resamples (every attack variant)
+    model_bootstrap: int = 200  # draws over shadow pairs and samples (headline, matched fit)
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,8 @@ def validate(cfg: Config) -> Config:
     _check(a.rmia_population >= 1, "attack.rmia_population", "an integer >= 1",
            a.rmia_population)
     _check(a.bootstrap >= 10, "attack.bootstrap", "an integer >= 10", a.bootstrap)
+    _check(a.model_bootstrap >= 20, "attack.model_bootstrap", "an integer >= 20",
+           a.model_bootstrap)
     return cfg
 
 

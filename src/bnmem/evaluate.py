@@ -33,7 +33,7 @@ def memorization(pool_logits: torch.Tensor, y_train: np.ndarray, kind: np.ndarra
 def gamma_sigma(model: nn.Module) -> dict[str, dict]:
     """Per BN layer: |gamma|/sigma with sigma = sqrt(running_var + eps), summarised.
 
-    Keys per layer: median_ratio, share_above_1, median_gamma, median_sigma, and the
+    Keys per layer: type (conv | dense), median_ratio, share_above_1, median_gamma, median_sigma, and the
     per-channel `ratio` list (for plots).
     """
     out = {}
@@ -42,6 +42,7 @@ def gamma_sigma(model: nn.Module) -> dict[str, dict]:
         gamma = m.weight.detach().abs().cpu()
         ratio = gamma / sigma
         out[name.replace(".", "_")] = {
+            "type": "conv" if isinstance(m, nn.BatchNorm2d) else "dense",
             "median_ratio": float(ratio.median()),
             "share_above_1": float((ratio > 1).float().mean()),
             "median_gamma": float(gamma.median()),
@@ -49,13 +50,6 @@ def gamma_sigma(model: nn.Module) -> dict[str, dict]:
             "ratio": [round(float(r), 6) for r in ratio],
         }
     return out
-
-
-def share_above_1(gamma_sigma_layers: dict[str, dict]) -> float | None:
-    """Share of all BN channels with |gamma|/sigma > 1, from `gamma_sigma(model)` (as saved
-    in `<arm>.json`); None without BN layers."""
-    ratios = [r for layer in gamma_sigma_layers.values() for r in layer["ratio"]]
-    return float(np.mean(np.asarray(ratios) > 1)) if ratios else None
 
 
 def epochs_to(history: list[dict], key: str, level: float) -> int | None:

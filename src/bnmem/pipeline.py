@@ -74,7 +74,8 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
         if bn:
             # torch median: the lower middle value for an even number of layers
             rec["median_gamma_sigma"] = float(torch.tensor([v["median_ratio"] for v in bn.values()]).median())
-            rec["share_gamma_sigma_above_1"] = sum(v["share_above_1"] for v in bn.values()) / len(bn)
+            # layers whose channels are mostly above 1 (bnmem.summary.gamma_sigma_summary)
+            rec["gamma_sigma_layers_mostly_above_1"] = sum(v["share_above_1"] > 0.5 for v in bn.values())
         if on_epoch is not None:
             on_epoch(epoch, model, rec)
 
@@ -82,8 +83,8 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
                          on_epoch=measure, progress=progress)
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "lr", "seconds")}
     final["epochs_to_mem_50"] = epochs_to(history, "flipped_mem_acc", 0.5)
-    meta.update(metrics=final,  # wall time kept out of metrics: metrics must be byte-stable
-                train_seconds=round(sum(r["seconds"] for r in history), 2),
+    # no wall time in any output: outputs are bit-identical across runs and machines
+    meta.update(metrics=final,
                 checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
                 gamma_sigma=gamma_sigma(model))
     return model, history, meta

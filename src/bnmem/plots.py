@@ -36,7 +36,9 @@ def roc_curves(roc: pd.DataFrame, metrics: dict, path: Path, attack: str = "lira
         ax.plot(grid, grid, "k--", lw=0.8, label="chance")
         for arm, df in roc[(roc["attack"] == attack) & (roc["subset"] == sub)].groupby("arm", sort=False):
             m = metrics.get(arm, {}).get(attack, {}).get(sub) or {}
-            label = f"{arm} AUC {m.get('auc', float('nan')):.3f}, TPR@1e-3 {m.get('tpr_at_fpr_1e-3', float('nan')):.3f}"
+            tpr = m.get("tpr_at_fpr_1e-3")
+            label = (f"{arm} AUC {m.get('auc') or float('nan'):.3f}, TPR@1e-3 "
+                     + ("n/a (too few negatives)" if tpr is None else f"{tpr:.4g}"))
             ax.plot(df["fpr"].clip(lower=1e-4), df["tpr"].clip(lower=1e-4), color=colour(arm), label=label)
         ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05),
                xlabel="false positive rate", ylabel="true positive rate",
@@ -124,25 +126,38 @@ def mem_vs_lira(points: dict[str, tuple[np.ndarray, np.ndarray]], kind: np.ndarr
     return _save(fig, path)
 
 
-def lira_vs_fit(matched: dict, path: Path) -> Path:
-    """Shadow models per epoch: LiRA AUC (online, identity query) vs epoch and vs their
-    clean fit, matched points circled and the common fit target as a vertical line."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for arm, a in matched["arms"].items():
-        c, cur = colour(arm), a["curve"]
-        fit = [r["clean_in_acc"] for r in cur]
-        auc = [r["auc_lira_online_identity"] for r in cur]
-        axes[0].plot([r["epoch"] for r in cur], auc, "-o", ms=3, color=c, label=arm)
-        axes[1].plot(fit, auc, "-o", ms=3, color=c,
-                     label=f"{arm}: AUC {auc[a['epoch'] - 1]:.3f} at epoch {a['epoch']}")
-        axes[1].plot(fit[a["epoch"] - 1], auc[a["epoch"] - 1], "o", ms=10, mfc="none", color=c)
-    axes[1].axvline(matched["target_clean_in_acc"], color="k", ls="--", lw=0.8,
-                    label=f"matched fit {matched['target_clean_in_acc']:.3f}")
-    axes[0].set(xlabel="epoch", ylabel="LiRA AUC (all samples)", title="leakage vs epoch")
-    axes[1].set(xlabel="shadow clean train accuracy (IN samples)", ylabel="LiRA AUC (all samples)",
-                title="leakage at matched fit")
-    for ax in axes:
+def lira_vs_fit(membership: dict, path: Path) -> Path:
+    """Shadow models per epoch: the headline attack's AUC (identity query) vs epoch and vs
+    their clean fit, and each arm - none difference over the fits both pass through, with
+    its 95 % band (shadow models and samples resampled)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for arm, a in membership["arms"].items():
+        if "epoch" not in a:
+            continue
+        c, fit, auc = colour(arm), a["epoch"]["fit"], a["epoch"]["auc_all"]
+        axes[0].plot(range(1, len(auc) + 1), auc, "-o", ms=3, color=c, label=arm)
+        axes[1].plot(fit, auc, "-o", ms=3, color=c, label=arm)
+    for pair, cmp in membership["compare"].items():
+        cur = cmp.get("curve")
+        if not cur or not pair.endswith("_minus_none"):
+            continue
+        c = colour(pair[: -len("_minus_none")])
+        fit = np.asarray(cur["fit"])
+        lo = np.array([np.nan if v is None else v for v in cur["lo"]], dtype=float)
+        hi = np.array([np.nan if v is None else v for v in cur["hi"]], dtype=float)
+        axes[2].plot(fit, cur["auc_all"], color=c, label=pair.replace("_minus_", " - "))
+        axes[2].fill_between(fit, lo, hi, color=c, alpha=0.2)
+        m = cmp["matched_fit"]
+        axes[1].axvline(m["fit"], color=c, ls="--", lw=0.8)
+    axes[0].set(xlabel="epoch", ylabel="AUC (all samples)", title="leakage vs epoch")
+    axes[1].set(xlabel="shadow fit (accuracy on IN clean samples)", ylabel="AUC (all samples)",
+                title="leakage vs fit (dashed: common fit)")
+    axes[2].set(xlabel="shadow fit", ylabel="AUC difference",
+                title="difference at equal fit (95 % band)")
+    for ax in axes[:2]:
         ax.axhline(0.5, color="grey", lw=0.6)
+    axes[2].axhline(0.0, color="grey", lw=0.6)
+    for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, path)

@@ -77,24 +77,30 @@ class _LooLogMean:
         self.top = np.where(np.isfinite(self.top), self.top, 0.0)
         self.total = np.exp(np.where(mask, logp - self.top, -np.inf)).sum(axis=0)
 
-    def without(self, t: int) -> np.ndarray:
-        member = self.mask[t]
-        rest = self.total - np.where(member, np.exp(self.logp[t] - self.top), 0.0)
-        n1 = self.n - member
+    def without(self, *models: int) -> np.ndarray:
+        """The log mean over the set without `models` (those that are members)."""
+        rest, n1, member = self.total.copy(), self.n.copy(), np.zeros(self.n.shape, bool)
+        for t in models:
+            rest -= np.where(self.mask[t], np.exp(self.logp[t] - self.top), 0.0)
+            n1 -= self.mask[t]
+            member |= self.mask[t]
         with np.errstate(divide="ignore", invalid="ignore"):
             out = self.top + np.log(rest) - np.log(n1)
         redo = np.flatnonzero(member & (n1 > 0) & (rest < 1e-8 * self.total))
         if redo.size:
             sub = self.mask[:, redo].copy()
-            sub[t] = False
+            sub[list(models)] = False
             out[redo] = _log_mean_masked(self.logp[:, redo], sub)
         return np.where(n1 > 0, out, np.nan)
 
 
 def loo_rmia(logp: np.ndarray, keep: np.ndarray, model_ids: np.ndarray, gamma: float,
-             a: float, population: int, seed: int) -> dict[str, np.ndarray]:
+             a: float, population: int, seed: int,
+             partner: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Leave-one-out RMIA, {"rmia": online, "rmia_offline": offline}, each [m, N]
-    (same result as `rmia_scores` on np.delete).
+    (same result as `rmia_scores` on np.delete). With `partner` [m] (each model's
+    complement, see `bnmem.attack.complement_partner`) the complement is left out too:
+    balanced, as for LiRA.
 
     Target t's population: `population` of its non-members, drawn with a generator keyed
     by (seed, model id), so it does not depend on shard layout.
@@ -107,7 +113,8 @@ def loo_rmia(logp: np.ndarray, keep: np.ndarray, model_ids: np.ndarray, gamma: f
         if non.size == 0:
             raise ValueError(f"model {model_ids[t]} has no non-members to draw a population from")
         pop = rng.choice(non, size=min(population, non.size), replace=False)
-        l_in, l_out = ref_in.without(t), ref_out.without(t)
+        out_models = (t,) if partner is None else (t, int(partner[t]))
+        l_in, l_out = ref_in.without(*out_models), ref_out.without(*out_models)
         for name, online in (("rmia", True), ("rmia_offline", False)):
             out[name][t] = rmia_rank(logp[t], _reference(l_in, l_out, online, a), pop, gamma)
     return out

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnmem.intervals import percentile_ci
+
 SUBSETS = {"all": None, "clean": 0, "flipped": 1, "ood": 2}  # pool `kind` code per subset
 FPR_LEVELS = {"1e-3": 1e-3, "1e-2": 1e-2}  # metric key suffix -> FPR bound (strict)
+MIN_FALSE_POSITIVES = 10  # TPR at FPR f is reported only when negatives x f >= this
 CI_KEYS = ("auc", "tpr_at_fpr_1e-3")  # metrics that get bootstrap CIs
 ROC_GRID = np.logspace(-4, 0, 100)  # FPR values of the stored ROC curves
 _MAX_CELLS = 2 ** 20  # resamples x pairs per bootstrap batch (~8 float64 temporaries: ~64 MB)
@@ -28,7 +31,7 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     """
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = np.asarray(labels, dtype=bool).ravel()
-    order = np.argsort(-scores, kind="stable")
+    order = np.argsort(-scores)  # not stable: ties collapse into one point below anyway
     s, lab = scores[order], labels[order]
     ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
     if weights is None:
@@ -48,15 +51,24 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     return (fpr[0], tpr[0]) if weights is None else (fpr, tpr)
 
 
-def roc_summary(fpr: np.ndarray, tpr: np.ndarray) -> dict[str, np.ndarray]:
-    """AUC, best balanced accuracy and TPR at FPR strictly below each level.
+def tpr_supported(n_negatives: int, fpr: float) -> bool:
+    """TPR at FPR f means something only when f x negatives allows MIN_FALSE_POSITIVES
+    false positives; below that it is TPR at (near) zero false positives."""
+    return n_negatives * fpr >= MIN_FALSE_POSITIVES
+
+
+def roc_summary(fpr: np.ndarray, tpr: np.ndarray,
+                levels: dict[str, float] | None = None) -> dict[str, np.ndarray]:
+    """AUC, best balanced accuracy, TPR at FPR strictly below each level (default
+    FPR_LEVELS) and TPR at zero false positives.
 
     Works on one curve (scalars out) or a batch [B, k] (arrays of B out).
     """
     auc = np.sum(np.diff(fpr, axis=-1) * (tpr[..., 1:] + tpr[..., :-1]) / 2, axis=-1)
     out = {"auc": auc, "balanced_acc": np.max((tpr + 1 - fpr) / 2, axis=-1)}
     undefined = np.isnan(auc)  # a curve without members or non-members
-    for key, level in FPR_LEVELS.items():
+    out["tpr_at_zero_fp"] = np.where(undefined, np.nan, np.max(np.where(fpr <= 0, tpr, 0.0), axis=-1))
+    for key, level in (FPR_LEVELS if levels is None else levels).items():
         # (0, 0) is always a point, so the max over points with FPR < level is defined
         best = np.max(np.where(fpr < level, tpr, 0.0), axis=-1)
         out[f"tpr_at_fpr_{key}"] = np.where(undefined, np.nan, best)
@@ -115,13 +127,20 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
             continue
         s = scores[:, cols]
         fpr, tpr = roc_points(s, lab)
+        n_neg = int((~lab).sum())
         metrics[name] = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
+        metrics[name]["n_negatives"] = n_neg
+        for key, level in FPR_LEVELS.items():  # unsupported: null, not TPR at 0 FP
+            if not tpr_supported(n_neg, level):
+                metrics[name][f"tpr_at_fpr_{key}"] = None
         curves[name] = roc_grid(fpr, tpr)
         if boot is None:
             continue
         resamples[name] = _bootstrap(s, lab, boot[:, cols])
         for key in CI_KEYS:
-            lo, hi = _ci(resamples[name][key])
+            lo, hi = percentile_ci(resamples[name][key])
+            if metrics[name].get(key) is None:
+                lo = hi = None
             metrics[name][f"{key}_lo"], metrics[name][f"{key}_hi"] = lo, hi
     return metrics, resamples, curves
 
@@ -149,7 +168,7 @@ def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
                 row = {}
                 for key in CI_KEYS:
                     ok = None not in (m[key], b[key], ra, rb)
-                    lo, hi = _ci(ra[key] - rb[key]) if ok else (None, None)
+                    lo, hi = percentile_ci(ra[key] - rb[key]) if ok else (None, None)
                     row[key] = m[key] - b[key] if ok else None
                     row[f"{key}_lo"], row[f"{key}_hi"] = lo, hi
                 out.setdefault(arm, {}).setdefault(attack, {})[subset] = row
@@ -157,7 +176,7 @@ def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
 
 
 def _metric_keys(with_ci: bool) -> list[str]:
-    keys = ["auc", "balanced_acc"] + [f"tpr_at_fpr_{k}" for k in FPR_LEVELS]
+    keys = ["auc", "balanced_acc", "tpr_at_zero_fp", "n_negatives"] + [f"tpr_at_fpr_{k}" for k in FPR_LEVELS]
     return keys + ([f"{k}_{s}" for k in CI_KEYS for s in ("lo", "hi")] if with_ci else [])
 
 
@@ -170,12 +189,3 @@ def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[st
         summ = roc_summary(*roc_points(scores, labels, w[b0:b0 + step], groups))
         parts.append({k: summ[k] for k in CI_KEYS})
     return {k: np.concatenate([p[k] for p in parts]) for k in CI_KEYS}
-
-
-def _ci(values: np.ndarray) -> tuple[float | None, float | None]:
-    """Percentile 95 % interval, ignoring resamples where the metric is undefined."""
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return None, None
-    lo, hi = np.percentile(values, [2.5, 97.5])
-    return float(lo), float(hi)

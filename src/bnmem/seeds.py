@@ -13,29 +13,29 @@ import math
 import numpy as np
 from scipy import stats
 
-from bnmem.matched import matched_epochs
+from bnmem.resample import at_fit, common_fit
 
 SUBSETS = ("all", "clean", "flipped", "ood")
 TRAIN_KEYS = ("clean_train_acc", "flipped_mem_acc", "ood_mem_acc", "test_acc")
 
 
 def arm_record(history: list[dict], grads: dict, lira: dict, shadow_curve: list[dict] | None,
-               gamma_share: float | None) -> dict:
+               gamma: dict | None) -> dict:
     """One arm's figures in one seed, as the report and the replicate stage both build them.
 
     Args:
         history: the target model's per-epoch records (train stage curves).
         grads: `bnmem.grads.summarize` of the final-epoch norms (configured definition).
-        lira: online LiRA metrics {subset: {"auc", "tpr_at_fpr_1e-3", ...}} (all queries).
-        shadow_curve: `bnmem.matched.epoch_curve` of the shadow models, or None.
-        gamma_share: share of BN channels with |gamma|/sigma > 1, or None.
+        lira: the headline attack's metrics {subset: {"auc", "tpr_at_fpr_1e-3", ...}}.
+        shadow_curve: the shadows' per-epoch {"fit", "auc_all", ...} lists, or None.
+        gamma: `bnmem.summary.gamma_sigma_summary` of the target model, or None.
     """
     curve = [{k: _num(r.get(k)) for k in ("epoch", *TRAIN_KEYS)} for r in history]
     return {"final": {k: _num(history[-1].get(k)) for k in TRAIN_KEYS}, "curve": curve,
             "grad_ratio_flipped_clean": grads.get("ratio_flipped_clean"),
             "lira_auc": {s: (lira.get(s) or {}).get("auc") for s in SUBSETS},
             "lira_tpr_at_fpr_1e-3": (lira.get("all") or {}).get("tpr_at_fpr_1e-3"),
-            "shadow_curve": shadow_curve, "gamma_sigma_share_above_1": gamma_share}
+            "shadow_curve": shadow_curve, "gamma_sigma": gamma}
 
 
 def _num(v):
@@ -54,23 +54,27 @@ def seed_deltas(records: dict[str, dict], arm: str, base: str) -> dict[str, floa
     all arms of `records` as in the single-seed report."""
     a, b = records[arm], records[base]
     out = {k: _sub(a["final"][k], b["final"][k]) for k in TRAIN_KEYS}
-    out.update({f"auc_lira_online_{s}": _sub(a["lira_auc"][s], b["lira_auc"][s]) for s in SUBSETS})
-    out["tpr_at_fpr_1e-3_lira_online_all"] = _sub(a["lira_tpr_at_fpr_1e-3"],
-                                                  b["lira_tpr_at_fpr_1e-3"])
+    out.update({f"auc_{s}": _sub(a["lira_auc"][s], b["lira_auc"][s]) for s in SUBSETS})
+    out["tpr_at_fpr_1e-3_all"] = _sub(a["lira_tpr_at_fpr_1e-3"], b["lira_tpr_at_fpr_1e-3"])
     ra, rb = a["grad_ratio_flipped_clean"], b["grad_ratio_flipped_clean"]
     out["grad_ratio_flipped_clean_ratio"] = ra / rb if ra and rb else None
-    _, at = matched_epochs({k: r["curve"] for k, r in records.items()}, "clean_train_acc")
-    out["matched_flipped_mem_acc"] = _sub(records[arm]["curve"][at[arm] - 1]["flipped_mem_acc"],
-                                          records[base]["curve"][at[base] - 1]["flipped_mem_acc"])
-    curves = {k: r["shadow_curve"] for k, r in records.items()}
-    if all(curves.values()):
-        _, ep = matched_epochs(curves)
-        out["matched_auc_lira_online_identity_all"] = _sub(
-            curves[arm][ep[arm] - 1]["auc_lira_online_identity"],
-            curves[base][ep[base] - 1]["auc_lira_online_identity"])
+    fa, fb = ([r["clean_train_acc"] for r in records[k]["curve"]] for k in (arm, base))
+    target = common_fit(fa, fb)
+    va, vb = ([r["flipped_mem_acc"] if r["flipped_mem_acc"] is not None else np.nan
+               for r in records[k]["curve"]] for k in (arm, base))
+    out["matched_flipped_mem_acc"] = _finite(at_fit(fa, va, target)[0] - at_fit(fb, vb, target)[0])
+    ca, cb = records[arm]["shadow_curve"], records[base]["shadow_curve"]
+    if ca and cb:  # shadows: headline attack (identity query) at their common fit
+        t = common_fit(ca["fit"], cb["fit"])
+        out["matched_auc_all"] = _finite(at_fit(ca["fit"], ca["auc_all"], t)[0]
+                                         - at_fit(cb["fit"], cb["auc_all"], t)[0])
     else:
-        out["matched_auc_lira_online_identity_all"] = None
+        out["matched_auc_all"] = None
     return out
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if np.isfinite(v) else None
 
 
 def across_seeds(per_seed: dict[int, dict[str, float | None]]) -> dict[str, dict]:

@@ -31,10 +31,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnmem import cpu
+
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("lenet_sq.c")
 TRAIN_SOURCE = Path(__file__).with_name("lenet_train.c")
-FLAGS = ["-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
+FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
          "-fassociative-math", "-fno-signed-zeros"]  # the last three let gcc vectorize sums
 _LIBS: dict[tuple[Path, torch.dtype], ctypes.CDLL | None] = {}
 _LOCK = threading.Lock()
@@ -47,10 +49,12 @@ def _cache_dir() -> Path:
 
 def _build(source: Path, dtype: torch.dtype) -> ctypes.CDLL | None:
     real = {torch.float32: "float", torch.float64: "double"}[dtype]
+    flags = FLAGS + cpu.c_flags()  # x86-64-v3 when pinned (bnmem.cpu), else -march=native
     # -march=native code is only valid on this CPU: key the cache on its flags too, for
     # home directories shared between machines
-    digest = hashlib.sha256(source.read_bytes() + " ".join(FLAGS).encode()
-                            + _cpu_id().encode()).hexdigest()[:16]
+    native = _cpu_id() if "-march=native" in flags else ""
+    digest = hashlib.sha256(source.read_bytes() + " ".join(flags).encode()
+                            + native.encode()).hexdigest()[:16]
     lib = _cache_dir() / f"{source.stem}_{real}_{digest}.so"
     if not lib.exists():
         cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
@@ -58,7 +62,7 @@ def _build(source: Path, dtype: torch.dtype) -> ctypes.CDLL | None:
         with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:  # atomic: build, then rename
             part = Path(tmp) / lib.name
             try:
-                subprocess.run([*cc, *FLAGS, f"-DREAL={real}", str(source), "-o", str(part), "-lm"],
+                subprocess.run([*cc, *flags, f"-DREAL={real}", str(source), "-o", str(part), "-lm"],
                                check=True, capture_output=True, text=True, timeout=120)
             except (OSError, subprocess.SubprocessError) as exc:
                 err = getattr(exc, "stderr", "") or exc

@@ -1,0 +1,32 @@
+"""Coverage of the models+samples intervals on synthetic shadow outputs with a known truth
+(bnmem.simulate.coverage): >= 200 simulated runs, 16 shadow models, two arms.
+
+    python bench/bench_coverage.py [--runs 200] [--out results/coverage.json]
+"""
+import argparse
+import json
+import time
+
+import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
+from bnmem.simulate import coverage
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--runs", type=int, default=200)
+    p.add_argument("--n", type=int, default=400)
+    p.add_argument("--draws", type=int, default=200)
+    p.add_argument("--out", default="results/coverage.json")
+    args = p.parse_args()
+    t0 = time.perf_counter()
+    res = coverage(args.runs, n=args.n, draws=args.draws, truth_runs=400)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    res["command"] = f"python bench/bench_coverage.py --runs {args.runs} --n {args.n} --draws {args.draws}"
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(json.dumps(res, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

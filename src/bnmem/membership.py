@@ -1,0 +1,169 @@
+"""The attack stage's library entry point: every arm's attacks, their null calibration,
+and the intervals (models and samples resampled) that the report's verdicts use.
+
+Two kinds of interval, named in every output:
+- `samples`: a stratified bootstrap over pool samples with the shadow models fixed
+  (every attack variant, `results/attack.json`); it ignores training randomness.
+- `models+samples`: `bnmem.resample`, shadow pairs and samples drawn together
+  (the headline attack, memorization and matched fit, `results/membership.json`).
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bnmem.attack import PairSignals, Signals, load_shadow, memorization, run_attacks
+from bnmem.config import Config
+from bnmem.io import InputError
+from bnmem.matched import load_epochs
+from bnmem.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
+from bnmem.roc import ROC_GRID, bootstrap_weights, evaluate, roc_points, roc_summary
+from bnmem.rng import SALT
+
+log = logging.getLogger(__name__)
+LIRA_FIXED_BELOW = 64  # shadows per side; the LiRA paper fixes the variance below this
+
+
+def headline_variant(shadows_per_side: int) -> str:
+    """The LiRA paper's rule (Carlini et al. 2022, Sec. VI): with fewer than 64 shadow
+    models per side a per-example variance is too noisy, so one global variance is used."""
+    return "lira_online_fixed" if shadows_per_side < LIRA_FIXED_BELOW else "lira_online"
+
+
+def comparison_pairs(arms: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    """(arm, base): every arm against `none`, and the regularizer against plain BN."""
+    pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
+    if "batchnorm_reg" in arms and "batchnorm" in arms:
+        pairs.append(("batchnorm_reg", "batchnorm"))
+    return pairs
+
+
+HEADLINE_DELTAS = {  # pair -> (figure, point) pairs that go to metrics/deltas.json
+    "minus_none": (("auc_all", "equal_epochs"), ("auc_all", "matched_fit")),
+    "batchnorm_reg_minus_batchnorm": (("in_acc_flipped", "matched_fit"),
+                                      ("out_acc_clean", "equal_epochs")),
+}
+
+
+def headline_deltas(membership: dict) -> dict:
+    """The differences a reviewer reads in `dvc metrics diff`: every arm - none LiRA AUC
+    at equal epochs and at matched fit (the regularized arm's against none stays in
+    results/), and the regularizer's memorization and accuracy against plain BN; value
+    and 95 % interval over shadow models and samples."""
+    out = {}
+    for pair, row in membership["compare"].items():
+        if pair == "batchnorm_reg_minus_none":
+            continue
+        keys = HEADLINE_DELTAS.get(pair) or (HEADLINE_DELTAS["minus_none"] if pair.endswith("_minus_none") else ())
+        out[pair] = {f"{fig}_{point}": {k: (row.get(point) or {}).get(fig, {}).get(k)
+                                        for k in ("value", "lo", "hi")} for fig, point in keys}
+    return out
+
+
+def null_auc(scores: np.ndarray, keep: np.ndarray, rng: np.random.Generator,
+             repeats: int = 20) -> dict[str, float]:
+    """AUC against each target's membership labels permuted among its samples, mean and
+    range over `repeats` permutations: the scores keep everything but their link to
+    membership, so a calibrated evaluation gives 0.5."""
+    aucs = []
+    for _ in range(repeats):
+        perm = np.stack([row[rng.permutation(row.size)] for row in keep])
+        aucs.append(float(roc_summary(*roc_points(scores, perm))["auc"]))
+    return {"mean": float(np.mean(aucs)), "min": min(aucs), "max": max(aucs), "repeats": repeats}
+
+
+def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
+                shards: dict[str, list[Path]]) -> dict:
+    """Attack every arm. Returns {"scores": {arm: {...arrays}}, "attack": results/attack.json,
+    "membership": results/membership.json, "roc": tidy ROC frame, "headline": metrics}."""
+    a, queries = cfg.attack, cfg.shadow.queries
+    identity = queries.index("identity") if "identity" in queries else 0
+    boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
+    variant = headline_variant(cfg.shadow.n_models // 2 - 1)
+    scores, attack, rows, data = {}, {}, [], {}
+    for arm, paths in shards.items():
+        sig = load_shadow(paths, labels, identity)
+        if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
+            raise InputError(f"{paths[0].parent}: {sig.phi.shape[0]} models x {sig.phi.shape[2]} "
+                             f"queries, params want shadow.n_models={cfg.shadow.n_models} x "
+                             f"{len(queries)} queries; re-run the shadow stage")
+        s = run_attacks(sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a, a.rmia_population,
+                        cfg.seed)
+        mem, n_in, n_out = memorization(sig.correct, sig.keep)
+        scores[arm] = {**s, "keep": sig.keep, "model_ids": sig.model_ids, "mem_score": mem,
+                       "n_in": n_in, "n_out": n_out}
+        attack[arm] = {}
+        for name, sc in s.items():
+            attack[arm][name], _, curves = evaluate(sc, sig.keep, kind, boot)
+            rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
+                                   "tpr": tpr}) for sub, tpr in curves.items()]
+        data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
+    membership = _resampled(cfg, data, scores, kind, variant)
+    headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
+                         for sub in ("all", "clean", "flipped", "ood")},
+                      "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
+                      "null_auc": membership["arms"][arm]["null_auc"]["mean"]} for arm in shards}
+    return {"scores": scores, "attack": attack, "membership": membership,
+            "roc": pd.concat(rows), "headline": headline}
+
+
+def _arm_data(sig: Signals, epochs: dict | None) -> dict:
+    d = {"phi": sig.phi, "keep": sig.keep, "correct": sig.correct, "model_ids": sig.model_ids,
+         "epoch_phi": None, "epoch_correct": None}
+    if epochs is not None:
+        d["epoch_phi"], d["epoch_correct"] = epochs["epoch_phi"], epochs["epoch_correct"]
+    return d
+
+
+_JOB: tuple | None = None
+
+
+def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
+    """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
+    (arm, rows), (data, ps, counts, weights, kind, variant, one_sided) = task, _JOB
+    eps = epoch_pairs(data[arm])
+    return [arm_draw(data[arm], ps[arm], eps, counts[r], weights[r], kind, variant, one_sided)
+            for r in rows]
+
+
+def _resampled(cfg: Config, data: dict[str, dict], scores: dict, kind: np.ndarray,
+               variant: str) -> dict:
+    """The models+samples bootstrap of every arm and every comparison (bnmem.resample)."""
+    arms = list(data)
+    keeps = [data[arm]["keep"] for arm in arms]
+    if any(not np.array_equal(keeps[0], k) for k in keeps[1:]):
+        raise InputError("arms' shadow models have different keep masks; re-run the shadow "
+                         "stages with one seed and shadow.n_models")
+    ps = {arm: PairSignals.build(d["phi"], d["keep"], d["model_ids"]) for arm, d in data.items()}
+    n_pairs = ps[arms[0]].first.size
+    rng = np.random.default_rng([cfg.seed, SALT["model_bootstrap"]])
+    counts, weights = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng)
+    one_sided = cfg.attack.offline_one_sided
+
+    global _JOB  # read by forked workers: nothing is pickled but the results
+    _JOB = (data, ps, counts, weights, kind, variant, one_sided)
+    workers = max(1, min(cfg.shadow.workers, len(arms)))
+    tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
+    if workers > 1 and "fork" in mp.get_all_start_methods():
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            done = list(pool.map(_draws, tasks))
+    else:
+        done = [_draws(t) for t in tasks]
+    _JOB = None
+    draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
+             for arm in arms}
+    null_rng = np.random.default_rng([cfg.seed, SALT["null"]])
+    out: dict = {"variant": variant, "interval": "models+samples",
+                 "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
+                 "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
+    for arm in arms:
+        out["arms"][arm] = arm_summary(draws[arm])
+        out["arms"][arm]["null_auc"] = null_auc(scores[arm][variant], data[arm]["keep"], null_rng)
+    for a, b in comparison_pairs(arms):
+        out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b])
+    return out

@@ -1,0 +1,201 @@
+"""Intervals that include training randomness: one bootstrap over shadow-model pairs and
+pool samples together, and the matched-fit comparison computed inside every draw.
+
+A draw takes the arm's P complementary shadow pairs with multinomial multiplicities
+(the same draw for every arm: the shadow stage gives all arms the same keep masks and
+seeds, so pairs correspond) and the pool samples with multiplicities stratified by kind.
+Inside a draw every drawn model is the target once, with the *other* drawn pairs as its
+shadows (balanced leave-one-pair-out, `bnmem.attack.lira_draw`), so the interval covers
+which shadow models were trained as well as which samples were drawn. Draw 0 is the
+unresampled data: its values are the point estimates.
+
+Per arm and draw (`arm_draw`): the headline attack's AUC per kind and TPR at the low FPR,
+the shadows' fit (accuracy on IN clean samples, pooled over models), their memorization
+(accuracy on IN flipped / OOD samples with the corrupted label) and the Feldman-Zhang
+score (IN minus OUT accuracy) per kind; per epoch, fit, memorization and AUC (identity
+query, the one recorded after every epoch). `compare` turns two arms' draws into
+differences at equal epochs and at matched fit (linear between recorded epochs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.attack import PairSignals, lira_draw
+from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.intervals import bootstrap_normal_ci
+from bnmem.matched import at_fit, common_fit, fit_grid
+from bnmem.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
+
+KINDS = {"clean": CLEAN, "flipped": FLIPPED, "ood": OOD}
+SUBSETS = {"all": None, **KINDS}
+LOW_FPR = 1e-3  # the headline low-FPR operating point
+
+
+def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(pair counts [B+1, P], sample weights [B+1, N]); row 0 is all ones (no resampling)."""
+    counts = rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
+    weights = bootstrap_weights(kind, n_boot, rng)
+    return (np.vstack([np.ones((1, n_pairs), np.int64), counts]),
+            np.vstack([np.ones((1, kind.size)), weights]))
+
+
+def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
+    w = np.zeros(m)
+    w[ps.first], w[ps.second] = counts, counts
+    return w
+
+
+def _roc(scores: dict[int, np.ndarray], keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
+         cols: np.ndarray) -> dict[str, float]:
+    """AUC and TPR at LOW_FPR of the (model, sample) pairs, weighted by mw x sw."""
+    rows = np.array(sorted(scores))
+    s = np.stack([scores[r][cols] for r in rows])
+    lab = keep[np.ix_(rows, cols)]
+    w = (mw[rows, None] * sw[None, cols]).ravel()
+    if not lab.any() or lab.all():
+        return {"auc": np.nan, "tpr": np.nan}
+    fpr, tpr = roc_points(s, lab, w[None])
+    summ = roc_summary(fpr[0], tpr[0], levels={"low": LOW_FPR})
+    return {"auc": float(summ["auc"]), "tpr": float(summ["tpr_at_fpr_low"])}
+
+
+def _pooled_acc(correct: np.ndarray, sel: np.ndarray, mw: np.ndarray, sw: np.ndarray) -> float:
+    """Accuracy over the selected (model, sample) pairs, weighted mw x sw; nan if none."""
+    den = mw @ sel @ sw
+    return float(mw @ (correct & sel) @ sw / den) if den > 0 else np.nan
+
+
+def _fz(correct: np.ndarray, keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
+        mask: np.ndarray) -> float:
+    """Feldman-Zhang memorization: sample-weighted mean of IN minus OUT accuracy."""
+    n_in, n_out = mw @ keep, mw @ ~keep
+    ok = mask & (n_in > 0) & (n_out > 0) & (sw > 0)
+    if not ok.any():
+        return np.nan
+    score = (mw @ (correct & keep))[ok] / n_in[ok] - (mw @ (correct & ~keep))[ok] / n_out[ok]
+    return float(np.average(score, weights=sw[ok]))
+
+
+def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
+             counts: np.ndarray, sw: np.ndarray, kind: np.ndarray, variant: str,
+             one_sided: bool) -> dict[str, float | np.ndarray]:
+    """All figures of one arm in one draw (see the module docstring).
+
+    data: {"phi" [m,N,Q], "keep" [m,N], "correct" [m,N], "epoch_phi" [m,E,N] | None,
+    "epoch_correct" [m,E,N] | None}.
+    """
+    keep, m = data["keep"], data["keep"].shape[0]
+    mw = _model_weights(ps_final, counts, m)
+    mw_drawn = mw * np.isin(np.arange(m), np.r_[ps_final.first, ps_final.second])
+    scores = lira_draw(ps_final, data["phi"], counts, variant, one_sided)
+    out: dict = {"units": counts.size}
+    if scores:
+        for sub, code in SUBSETS.items():
+            cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
+            r = _roc(scores, keep, mw, sw, cols) if cols.size else {"auc": np.nan, "tpr": np.nan}
+            out[f"auc_{sub}"] = r["auc"]
+            if sub == "all":
+                out["tpr_low_all"] = r["tpr"]
+    for name, code in KINDS.items():
+        sel = keep & (kind == code)[None]
+        out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw_drawn, sw)
+        out[f"fz_{name}"] = _fz(data["correct"], keep, mw_drawn, sw, kind == code)
+    # accuracy on clean samples a model did not train on: the shadows' test accuracy
+    out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw_drawn, sw)
+    if data.get("epoch_phi") is not None:
+        e_auc, e_fit, e_flip, e_ood = [], [], [], []
+        for e, ps in enumerate(ps_epochs):
+            c = data["epoch_correct"][:, e]
+            sc = lira_draw(ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
+            e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size))["auc"] if sc else np.nan)
+            e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw_drawn, sw))
+            e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw_drawn, sw))
+            e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw_drawn, sw))
+        out["epoch"] = {"fit": np.array(e_fit), "auc_all": np.array(e_auc),
+                        "in_acc_flipped": np.array(e_flip), "in_acc_ood": np.array(e_ood)}
+    return out
+
+
+def epoch_pairs(data: dict) -> list[PairSignals]:
+    """PairSignals of every recorded epoch (identity query), [] when none were recorded."""
+    if data.get("epoch_phi") is None:
+        return []
+    ids = data["model_ids"]
+    return [PairSignals.build(data["epoch_phi"][:, e, :, None].astype(np.float64),
+                              data["keep"], ids) for e in range(data["epoch_phi"].shape[1])]
+
+
+def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = None) -> dict:
+    """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
+    with a 95 % interval from the other draws (models and samples resampled;
+    `bnmem.intervals.bootstrap_normal_ci`).
+
+    Matched fit: each draw's own common fit (the lower final shadow fit), every figure
+    interpolated at it; `curve` gives the AUC difference over `grid` (default: draw 0's
+    overlapping fit range).
+    """
+    out: dict = {"equal_epochs": {}, "matched_fit": {}}
+    for key in draws_a[0]:
+        if key in ("epoch", "units"):
+            continue
+        vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
+        out["equal_epochs"][key] = _summary(vals, _units(draws_a))
+    if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
+        return out
+    keys = ("auc_all", "in_acc_flipped", "in_acc_ood")
+    rows, fits, epochs = {k: [] for k in keys}, [], []
+    for a, b in zip(draws_a, draws_b):
+        ea, eb = a["epoch"], b["epoch"]
+        target = common_fit(ea["fit"], eb["fit"])
+        fits.append(target)
+        for k in keys:
+            va, pa = at_fit(ea["fit"], ea[k], target)
+            vb, pb = at_fit(eb["fit"], eb[k], target)
+            rows[k].append(va - vb)
+        epochs.append((pa, pb))
+    out["matched_fit"] = {k: _summary(np.array(v), _units(draws_a)) for k, v in rows.items()}
+    out["matched_fit"]["fit"] = fits[0]
+    out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = epochs[0]
+    e0a, e0b = draws_a[0]["epoch"], draws_b[0]["epoch"]
+    grid = fit_grid(e0a["fit"], e0b["fit"]) if grid is None else grid
+    curve = np.array([[at_fit(a["epoch"]["fit"], a["epoch"]["auc_all"], f)[0]
+                       - at_fit(b["epoch"]["fit"], b["epoch"]["auc_all"], f)[0] for f in grid]
+                      for a, b in zip(draws_a, draws_b)])  # [B+1, G]
+    n_units = _units(draws_a)
+    band = [bootstrap_normal_ci(curve[0, g], curve[1:, g], n_units) for g in range(grid.size)]
+    out["curve"] = {"fit": grid.tolist(), "auc_all": curve[0].tolist(),
+                    "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
+    return out
+
+
+def arm_summary(draws: list[dict]) -> dict:
+    """Every per-arm figure: point estimate with its interval over draws, the interval
+    clipped to the figure's range (AUC, TPR and accuracies in [0, 1], FZ in [-1, 1])."""
+    out = {}
+    for k in draws[0]:
+        if k in ("epoch", "units"):
+            continue
+        row = _summary(np.array([d[k] for d in draws]), _units(draws))
+        low = -1.0 if k.startswith("fz_") else 0.0
+        if row["lo"] is not None:
+            row["lo"], row["hi"] = max(row["lo"], low), min(row["hi"], 1.0)
+        out[k] = row
+    if "epoch" in draws[0]:
+        out["epoch"] = {k: v.tolist() for k, v in draws[0]["epoch"].items()}
+    return out
+
+
+def _units(draws: list[dict]) -> int:
+    return int(draws[0]["units"])
+
+
+def _summary(vals: np.ndarray, n_units: int) -> dict:
+    v = float(vals[0])
+    lo, hi = bootstrap_normal_ci(v, vals[1:], n_units)
+    return {"value": v if np.isfinite(v) else None, "lo": lo, "hi": hi}
+
+
+def supported_tpr(n_negatives: int, fpr: float = LOW_FPR) -> bool:
+    """Whether TPR at `fpr` has enough negatives behind it (see bnmem.roc.tpr_supported)."""
+    return tpr_supported(n_negatives, fpr)

@@ -1,0 +1,13 @@
+"""One registry of RNG salts: every seeded generator is default_rng([seed, SALT[name], ...]),
+so two uses of one seed never share a stream by accident."""
+SALT = {
+    "prepare": 0x9E9A,          # pool / test split and corruption (bnmem.corrupt via prepare)
+    "batch_order": 0xBA7C,      # training batch order (bnmem.train)
+    "keep": 0x4EE9,             # shadow keep masks (bnmem.shadow.keep_matrix)
+    "shadow_model": 0x5AD0,     # shadow init / batch-order seeds (bnmem.shadow.model_seeds)
+    "rmia_population": 0x5A11,  # RMIA population samples per target (bnmem.rmia)
+    "bootstrap": 0xB007,        # sample-only bootstrap (attack stage)
+    "report_bootstrap": 0x5E9,  # sample-only bootstrap of target-model figures (report)
+    "model_bootstrap": 0xB0B5,  # draws over shadow pairs and samples (bnmem.resample)
+    "null": 0x0DD5,             # permuted membership labels (null calibration)
+}
