@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test bench sweep check-repro clean-venv
+.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots
 
 setup: $(STAMP) data
 
@@ -47,3 +47,17 @@ clean-venv:
 sweep: setup
 	python tools/sweep.py reg_strength 0 0.01 0.1 1 --out plots/sweep_reg
 	python tools/sweep.py noise_rate 0 0.01 0.05 --out plots/sweep_noise
+
+# Everyday DVC commands with the venv's dvc and python (no `source .venv/bin/activate` needed):
+#   make exp ARGS="-S noise_rate=0.01"   make show   make diff REV=main   make plots
+exp: setup
+	dvc exp run $(ARGS)
+
+show: setup
+	dvc exp show --md --drop 'data/.*|plots/.*|results/.*|stages/.*|src/.*|Created|State|Executor' $(ARGS)
+
+diff: setup
+	dvc metrics diff $(REV) $(ARGS)
+
+plots: setup
+	dvc plots show $(ARGS)

@@ -1,3 +1,4 @@
+import bnmem  # noqa: F401, I001  (first: pins the CPU kernels as the stages do)
 import os
 import sys
 from pathlib import Path

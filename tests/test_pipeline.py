@@ -17,7 +17,7 @@ TINY = {
     "data": {"test_size": 60},
     "train": {"epochs": 2, "batch_size": 32, "checkpoints": [1]},
     "shadow": {"n_models": 4},
-    "attack": {"bootstrap": 20, "rmia_population": 40},
+    "attack": {"bootstrap": 20, "model_bootstrap": 20, "rmia_population": 40},
     "grads": {"chunk_size": 64},
 }
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -59,6 +59,17 @@ def repo(tmp_path_factory) -> Path:
     return work
 
 
+HEADLINE = {  # metrics/: what `dvc metrics diff` shows a reviewer (about 40 values)
+    "metrics/train.json": ("test_acc", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc"),
+    "metrics/attack.json": ("auc_all", "auc_clean", "auc_flipped", "auc_ood",
+                            "tpr_at_fpr_1e-3_all", "null_auc"),
+}
+
+
+def leaves(d) -> int:
+    return sum(leaves(v) for v in d.values()) if isinstance(d, dict) else 1
+
+
 @pytest.mark.slow
 def test_repro_writes_contract_outputs(repo):
     pool = np.load(repo / "data/prepared/pool.npz", allow_pickle=False)
@@ -67,29 +78,47 @@ def test_repro_writes_contract_outputs(repo):
     shard = np.load(repo / "data/shadow/batchnorm/shard_0.npz", allow_pickle=False)
     assert shard["logits"].shape == (4, 200, 2, 10) and shard["logits"].dtype == np.float32
     assert np.all(shard["keep"].sum(0) == 2)
-    attack = json.loads((repo / "metrics/attack.json").read_text())
+    attack = json.loads((repo / "results/attack.json").read_text())
     for arm in ("none", "batchnorm", "batchnorm_reg"):
         for name in ("lira_online", "lira_offline", "lira_online_fixed", "lira_offline_fixed"):
             m = attack[arm][name]["all"]
             assert 0 <= m["auc"] <= 1 and {"balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2"} <= set(m)
-    train = json.loads((repo / "metrics/train.json").read_text())
-    assert {"test_acc", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc"} <= set(train["none"])
-    grads = json.loads((repo / "metrics/grads.json").read_text())
-    assert grads["batchnorm"]["median_norm_flipped"] > 0
-    for f in ("metrics/summary.json", "metrics/theory.json", "report.md"):
-        assert (repo / f).is_file()
+    membership = json.loads((repo / "results/membership.json").read_text())
+    assert membership["variant"] == "lira_online_fixed" and membership["pairs"] == 2
+    assert len(membership["arms"]["none"]["epoch"]["fit"]) == 2
+    assert "matched_fit" in membership["compare"]["batchnorm_minus_none"]
+    assert shard["epoch_phi"].shape == (4, 2, 200) and shard["epoch_correct"].dtype == bool
+    # headline metrics: small, every key present, detail in results/
+    total = 0
+    for path, keys in HEADLINE.items():
+        met = json.loads((repo / path).read_text())
+        for arm in ("none", "batchnorm", "batchnorm_reg"):
+            assert set(met[arm]) == set(keys), path
+        total += leaves(met)
+    deltas = json.loads((repo / "metrics/deltas.json").read_text())
+    assert set(deltas["batchnorm_minus_none"]) == {"auc_all_equal_epochs", "auc_all_matched_fit"}
+    assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"in_acc_flipped_matched_fit",
+                                                           "out_acc_clean_equal_epochs"}
+    total += leaves(deltas)
+    assert total <= 45, total
+    assert sorted(p.name for p in (repo / "metrics").iterdir()) == ["attack.json", "deltas.json",
+                                                                     "train.json"]
+    summary = json.loads((repo / "results/summary.json").read_text())
+    assert summary["seeds"] is None and summary["claims"]
+    assert summary["train"]["batchnorm"]["gamma_sigma"]["norm1"]["type"] == "conv"
+    assert (repo / "results/theory.json").is_file()
+    # the CPU pin is in effect inside a stage process (bnmem.cpu)
+    meta = json.loads((repo / "data/models/none.json").read_text())
+    from bnmem import cpu
+    assert meta["cpu_kernels"] == {"level": cpu.level(), "torch": "AVX2" if cpu.level() == "avx2"
+                                   else meta["cpu_kernels"]["torch"]}
     report = (repo / "report.md").read_text()
+    assert "## Across seeds" not in report  # one seed: no across-seed section
     links = [line.split("](")[1].rstrip(")") for line in report.splitlines() if line.startswith("![")]
     assert len(links) >= 5
     for link in links:
         png = (repo / link).read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, link
-    matched = json.loads((repo / "data/attack/matched.json").read_text())
-    assert [r["epoch"] for r in matched["arms"]["none"]["curve"]] == [1, 2]
-    assert 1 <= matched["arms"]["batchnorm"]["epoch"] <= 2
-    assert shard["epoch_phi"].shape == (4, 2, 200) and shard["epoch_correct"].dtype == bool
-    summary = json.loads((repo / "metrics/summary.json").read_text())
-    assert summary["seeds"]["n"] == 1 and "lira" in summary["matched_utility"]
     status = sh(repo, "dvc", "status").stdout
     assert "up to date" in status, status
 
@@ -147,9 +176,9 @@ def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
         sh(repo, "dvc", "repro")
         rec = json.loads((repo / "data/replicates/batchnorm/seed_2.json").read_text())
         assert rec["seed"] == 2 and len(rec["record"]["curve"]) == 2
-        seeds = json.loads((repo / "metrics/summary.json").read_text())["seeds"]
+        seeds = json.loads((repo / "results/summary.json").read_text())["seeds"]
         assert seeds["seeds"] == [0, 1, 2] and seeds["n"] == 3
-        auc = seeds["delta_batchnorm_minus_none"]["auc_lira_online_all"]
+        auc = seeds["delta_batchnorm_minus_none"]["auc_all"]
         assert set(auc["values"]) == {"seed_0", "seed_1", "seed_2"}
         assert auc["lo"] <= auc["mean"] <= auc["hi"] and len(set(auc["values"].values())) == 3
         assert "## Across seeds" in (repo / "report.md").read_text()

@@ -148,8 +148,11 @@ def test_matches_plain_loop_groupnorm(arm):
     _check(arm, epochs=1)
 
 
-def test_colour_32px():
-    _check("batchnorm", image=(3, 32), epochs=1)
+def test_colour_32px(float64):
+    # float64: in float32 the kernel and PyTorch round differently and BN over a batch of
+    # 16 amplifies it over an epoch (0.021 apart on an AVX-512 CPU, 1e-4 on AVX2); the
+    # maths is what must agree, and it does to 1e-9 on every CPU
+    _check("batchnorm", image=(3, 32), epochs=1, atol=1e-9)
 
 
 def test_step_counts_differ():

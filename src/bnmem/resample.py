@@ -90,13 +90,13 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     mw_drawn = mw * np.isin(np.arange(m), np.r_[ps_final.first, ps_final.second])
     scores = lira_draw(ps_final, data["phi"], counts, variant, one_sided)
     out: dict = {"units": counts.size}
-    if scores:
-        for sub, code in SUBSETS.items():
-            cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
-            r = _roc(scores, keep, mw, sw, cols) if cols.size else {"auc": np.nan, "tpr": np.nan}
-            out[f"auc_{sub}"] = r["auc"]
-            if sub == "all":
-                out["tpr_low_all"] = r["tpr"]
+    for sub, code in SUBSETS.items():  # nan when no drawn model has another pair as shadows
+        cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
+        r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
+             else {"auc": np.nan, "tpr": np.nan})
+        out[f"auc_{sub}"] = r["auc"]
+        if sub == "all":
+            out["tpr_low_all"] = r["tpr"]
     for name, code in KINDS.items():
         sel = keep & (kind == code)[None]
         out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw_drawn, sw)

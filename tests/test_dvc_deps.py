@@ -1,0 +1,66 @@
+"""Every dvc.yaml stage lists, as deps, every bnmem module its script imports (directly or
+through other bnmem modules, at any depth, including imports inside functions): a module
+missing from deps would let DVC reuse a stale output after that module changed."""
+import ast
+from pathlib import Path
+
+import yaml
+
+from conftest import ROOT
+
+SRC = ROOT / "src"
+
+
+def _module_file(name: str) -> Path | None:
+    path = SRC / Path(*name.split("."))
+    for f in (path.with_suffix(".py"), path / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _imports(file: Path) -> set[str]:
+    """bnmem modules imported anywhere in `file` (plus the packages on the way)."""
+    out = set()
+    for node in ast.walk(ast.parse(file.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for n in names:
+            if n == "bnmem" or n.startswith("bnmem."):
+                parts = n.split(".")
+                out |= {".".join(parts[:k]) for k in range(1, len(parts) + 1)}
+    return {n for n in out if _module_file(n)}
+
+
+def closure(script: Path) -> set[Path]:
+    """Files of every bnmem module `script` needs, with the C sources the native package
+    compiles, and stages/_boot.py when the script imports it."""
+    todo, seen = list(_imports(script)), set()
+    if "import _boot" in script.read_text():
+        todo += list(_imports(ROOT / "stages" / "_boot.py"))
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += list(_imports(_module_file(name)))
+    files = {_module_file(n) for n in seen}
+    if "bnmem.native" in seen:
+        files |= set((SRC / "bnmem" / "native").glob("*.c"))
+    return files
+
+
+def test_every_stage_depends_on_the_modules_it_imports():
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    missing = {}
+    for name, stage in stages.items():
+        deps = {ROOT / d for d in stage["deps"]}
+        script = ROOT / next(d for d in stage["deps"] if d.startswith("stages/") and d != "stages/_boot.py")
+        need = closure(script) | ({ROOT / "stages" / "_boot.py"} if "import _boot" in script.read_text() else set())
+        lack = sorted(str(p.relative_to(ROOT)) for p in need - deps)
+        if lack:
+            missing[name] = lack
+    assert not missing, f"dvc.yaml deps lack imported modules: {missing}"
