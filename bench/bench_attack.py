@@ -23,7 +23,9 @@ from sklearn.metrics import roc_auc_score
 
 from bnmem.attack import LIRA_VARIANTS, loo_lira, signals
 from bnmem.rmia import loo_rmia
+from bnmem.rng import SALT
 from bnmem.roc import bootstrap_weights, evaluate
+from bnmem.shadow import keep_matrix
 
 Q, C = 2, 10
 
@@ -48,8 +50,9 @@ def baseline_signals(logits, y):
 
 
 def baseline_lira(phi, keep, t):
-    """Target t against np.delete'd shadows: masked nanmedian / nanstd, scipy densities."""
-    s, k = np.delete(phi, t, 0), np.delete(keep, t, 0)[..., None]
+    """Target t against np.delete'd shadows (it and its complement t ^ 1 left out):
+    masked nanmedian / nanstd, scipy densities."""
+    s, k = np.delete(phi, [t, t ^ 1], 0), np.delete(keep, [t, t ^ 1], 0)[..., None]
     out = {}
     stats = {}
     for name, mask in (("in", k), ("out", ~k)):
@@ -71,7 +74,7 @@ def baseline_lira(phi, keep, t):
 
 
 def baseline_rmia(logp, keep, t, pop, gamma):
-    lp, k = np.delete(logp, t, 0), np.delete(keep, t, 0)
+    lp, k = np.delete(logp, [t, t ^ 1], 0), np.delete(keep, [t, t ^ 1], 0)
     p = np.exp(lp)
     px = ((p * k).sum(0) / k.sum(0) + (p * ~k).sum(0) / (~k).sum(0)) / 2
     ratio = np.exp(logp[t]) / px
@@ -94,7 +97,7 @@ def main() -> None:
     m, n, k = args.models, args.samples, args.baseline_targets
     rss_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rng = np.random.default_rng(0)
-    keep = np.argsort(rng.random((m, n)), axis=0) < m // 2
+    keep = keep_matrix(m, n, 0)  # complementary pairs, as the shadow stage trains them
     y = rng.integers(0, C, n)
     logits = rng.standard_normal((m, n, Q, C), dtype=np.float32)
     boost = (2.0 * keep + rng.normal(0, 1, n)).astype(np.float32)  # member + per-sample offset
@@ -109,20 +112,21 @@ def main() -> None:
     del phi_b, logp_b
     rows.append(("signals (phi, log p) from logits", t_sig, t_sig_b, m_sig))
     del logits
-    lira, t_lira, m_lira = measure(loo_lira, phi, keep)
+    lira, t_lira, m_lira = measure(loo_lira, phi, keep, np.arange(m))
     t0 = time.perf_counter()
     base = [baseline_lira(phi, keep, t) for t in range(k)]
     t_base = (time.perf_counter() - t0) * m / k
     err = max(np.abs(base[t][v] - lira[v][t]).max() for t in range(k) for v in LIRA_VARIANTS)
-    rows.append(("LiRA, 4 variants, leave-one-out", t_lira, t_base, m_lira))
-    rmia, t_rmia, m_rmia = measure(loo_rmia, logp, keep, np.arange(m), 2.0, 0.3, 500, 0)
+    rows.append(("LiRA, 4 variants, balanced leave-one-out", t_lira, t_base, m_lira))
+    rmia, t_rmia, m_rmia = measure(loo_rmia, logp, keep, np.arange(m), 2.0, 0.3, 500, 0,
+                                   np.arange(m) ^ 1)
     t0 = time.perf_counter()
-    pops = [np.random.default_rng([0, 0x5A11, t]).choice(np.flatnonzero(~keep[t]), 500,
+    pops = [np.random.default_rng([0, SALT["rmia_population"], t]).choice(np.flatnonzero(~keep[t]), 500,
                                                           replace=False) for t in range(k)]
     base_r = [baseline_rmia(logp, keep, t, pops[t], 2.0) for t in range(k)]
     t_base_r = (time.perf_counter() - t0) * m / k
     err_r = max(np.abs(base_r[t] - rmia["rmia"][t]).max() for t in range(k))
-    rows.append(("RMIA online + offline, leave-one-out", t_rmia, t_base_r, m_rmia))
+    rows.append(("RMIA online + offline, balanced leave-one-out", t_rmia, t_base_r, m_rmia))
     # metrics at the pipeline's real scale: 16 models x 2000 samples, 200 resamples
     ms, ns, b = 16, 2000, 200
     kind = np.repeat([0, 1, 2], [1880, 100, 20]).astype(np.int8)

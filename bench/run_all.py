@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["train", "train_notes", "convs", "grads", "attack", "attack_100", "pipeline"]
+ORDER = ["train", "train_notes", "convs", "grads", "attack", "attack_100", "pipeline", "pin",
+         "coverage"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "

@@ -10,6 +10,7 @@ from bnmem.config import load_config
 from bnmem.corrupt import corrupt, split
 from bnmem.data import NUM_CLASSES, OOD_SOURCE, load_dataset
 from bnmem.io import save_npz
+from bnmem.rng import SALT
 
 log = logging.getLogger("bnmem.prepare")
 
@@ -28,7 +29,7 @@ def main() -> None:
     ood_name = OOD_SOURCE[cfg.dataset]
     ood_root = d.root if ood_name.startswith("cifar") else None  # MNIST pair: packaged sources
     ood = load_dataset(ood_name, "train", ood_root, d.allow_download) if cfg.ood_rate > 0 else None
-    rng = np.random.default_rng([cfg.seed, 0x9E9A])
+    rng = np.random.default_rng([cfg.seed, SALT["prepare"]])
     pool, held_out = split(train, test, cfg.pool_size, d.test_size, rng)
     ood_x = ood.x if ood is not None else pool.x[:0]
     out = corrupt(pool.x, pool.y, ood_x, cfg.noise_rate, cfg.ood_rate, NUM_CLASSES[cfg.dataset], rng)

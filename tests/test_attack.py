@@ -18,6 +18,7 @@ from bnmem.rmia import loo_rmia, rmia_scores
 from bnmem.io import InputError, save_npz
 from bnmem.shadow import keep_matrix
 from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
+from bnmem.rng import SALT
                        roc_summary)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +162,7 @@ def test_balanced_loo_leaves_out_target_and_complement(m):
             np.testing.assert_allclose(loo[name][t], lira_scores(phi[t], others, kept, online,
                                                                  fixed), rtol=1e-9, atol=1e-9)
         non = np.flatnonzero(~keep[t])
-        pop = np.random.default_rng([0, 0x5A11, t]).choice(non, min(20, non.size), replace=False)
+        pop = np.random.default_rng([0, SALT["rmia_population"], t]).choice(non, min(20, non.size), replace=False)
         for name, online in (("rmia", True), ("rmia_offline", False)):
             np.testing.assert_allclose(rmia[name][t], rmia_scores(
                 logp[t], np.delete(logp, drop, 0), kept, pop, gamma=1.5, online=online))

@@ -130,3 +130,18 @@ def test_truncated_or_foreign_pt(tmp_path, content):
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(model) in lines[0] and "not a readable weights file" in lines[0], res.stderr
+
+
+def test_stage_without_bnmem_says_how_to_fix_it():
+    """dvc run from outside the venv starts stages with a python that cannot import bnmem
+    (here: -S, no site-packages): one line naming the fix, exit status 2."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    done = subprocess.run([sys.executable, "-S", str(ROOT / "stages" / "prepare.py"), "--pool",
+                           "x.npz", "--test", "y.npz"], capture_output=True, text=True)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot import bnmem" in lines[0]
+    assert "source .venv/bin/activate" in lines[0] and "make repro" in lines[0]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnmem.rng import SALT
+
 
 def _log_mean_masked(logp: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """log of the mean of exp(logp) over models where mask [S, N]; nan where none."""
@@ -108,7 +110,7 @@ def loo_rmia(logp: np.ndarray, keep: np.ndarray, model_ids: np.ndarray, gamma: f
     ref_in, ref_out = _LooLogMean(logp, keep), _LooLogMean(logp, ~keep)
     out = {"rmia": np.empty(keep.shape), "rmia_offline": np.empty(keep.shape)}
     for t in range(keep.shape[0]):
-        rng = np.random.default_rng([seed, 0x5A11, int(model_ids[t])])
+        rng = np.random.default_rng([seed, SALT["rmia_population"], int(model_ids[t])])
         non = np.flatnonzero(~keep[t])
         if non.size == 0:
             raise ValueError(f"model {model_ids[t]} has no non-members to draw a population from")

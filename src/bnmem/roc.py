@@ -137,6 +137,7 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
         if boot is None:
             continue
         resamples[name] = _bootstrap(s, lab, boot[:, cols])
+        metrics[name]["interval"] = "samples"  # what the _lo/_hi bounds resample
         for key in CI_KEYS:
             lo, hi = percentile_ci(resamples[name][key])
             if metrics[name].get(key) is None:

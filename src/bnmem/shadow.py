@@ -18,6 +18,7 @@ from torch import nn
 
 from bnmem.io import save_npz
 from bnmem.margin import logit_margin
+from bnmem.rng import SALT
 from bnmem.train import predict
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def keep_matrix(n_models: int, n: int, seed: int) -> np.ndarray:
     """
     if n_models % 2:
         raise ValueError(f"n_models must be even, got {n_models}")
-    rng = np.random.default_rng([seed, 0x4EE9])
+    rng = np.random.default_rng([seed, SALT["keep"]])
     keep = np.zeros((n_models, n), dtype=bool)
     for p in range(n_models // 2):
         half = rng.permutation(n)[: n // 2]
@@ -43,7 +44,7 @@ def keep_matrix(n_models: int, n: int, seed: int) -> np.ndarray:
 
 def model_seeds(seed: int, model_id: int) -> tuple[int, int]:
     """(init seed, batch-order seed) of shadow model `model_id`; the same for every arm."""
-    a, b = np.random.SeedSequence([seed, 0x5AD0, model_id]).generate_state(2)
+    a, b = np.random.SeedSequence([seed, SALT["shadow_model"], model_id]).generate_state(2)
     return int(a), int(b)
 
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from bnmem.config import TrainConfig
 from bnmem.models import bn_layers
+from bnmem.rng import SALT
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def batch_order(n: int, batch_size: int, epochs: int, seed: int) -> list[list[np
     single sample (BN needs two) and every sample is seen once per epoch. Depends only on
     (n, batch_size, epochs, seed): all arms see the same batches.
     """
-    rng = np.random.default_rng([seed, 0xBA7C])
+    rng = np.random.default_rng([seed, SALT["batch_order"]])
     k = math.ceil(n / batch_size)
     return [np.array_split(rng.permutation(n), k) for _ in range(epochs)]
 
