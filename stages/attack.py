@@ -21,6 +21,8 @@ def main() -> None:
     p.add_argument("--results", required=True, help="output JSON {arm: {attack: {subset: ...}}}")
     p.add_argument("--membership", required=True, help="output JSON: headline attack, "
                    "memorization and matched fit with models+samples intervals")
+    p.add_argument("--deltas", required=True, help="output JSON: every variant's arm - none "
+                   "difference per subset (samples-only intervals)")
     p.add_argument("--metrics", required=True, help="output headline JSON (DVC metric)")
     p.add_argument("--scores-dir", required=True, help="output <arm>.npz per-sample scores")
     p.add_argument("--roc", required=True, help="output tidy ROC CSV")
@@ -36,6 +38,7 @@ def main() -> None:
         log.info("%s: %s AUC %.4f (null %.4f)", arm, out["membership"]["variant"],
                  out["headline"][arm]["auc_all"], out["headline"][arm]["null_auc"])
     save_json(args.results, out["attack"])
+    save_json(args.deltas, out["attack_deltas"])
     save_json(args.membership, out["membership"])
     save_json(args.metrics, out["headline"])
     with atomic_path(args.roc) as tmp:

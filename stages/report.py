@@ -62,7 +62,8 @@ def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    for name in ("params", "pool", "test", "models", "curves", "grads", "attack", "membership",
+    for name in ("params", "pool", "test", "models", "curves", "grads", "grad-hists", "attack",
+                 "membership",
                  "scores", "roc", "theory", "replicates", "out-train", "out-deltas",
                  "out-results", "plots", "report"):
         p.add_argument(f"--{name}", required=True)
@@ -131,6 +132,8 @@ def main() -> None:
     }
     if any("epoch" in membership["arms"][a] for a in arms):
         figures["lira_vs_fit"] = plots.lira_vs_fit(membership, out / "lira_vs_fit.png")
+    plots.dvc_tables(out, pd.read_csv(args.roc), membership,
+                     {a: pd.read_csv(Path(args.grad_hists) / f"{a}.csv") for a in arms})
     save_json(args.out_train, {a: {k: train[a].get(k) for k in TRAIN_KEYS} for a in arms})
     save_json(args.out_deltas, headline_deltas(membership))
     save_json(args.out_results, {**results, "train": {a: {**train[a], "gamma_sigma": metas[a].get(

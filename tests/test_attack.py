@@ -14,12 +14,12 @@ from sklearn.metrics import roc_auc_score
 from bnmem.attack import (LIRA_VARIANTS, PairSignals, complement_partner, fit_gaussians,
                           lira_draw, lira_scores, load_shadow, log_prob_from_margin,
                           logit_margin, loo_lira, memorization, score_lira)
-from bnmem.rmia import loo_rmia, rmia_scores
 from bnmem.io import InputError, save_npz
-from bnmem.shadow import keep_matrix
-from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
+from bnmem.rmia import loo_rmia, rmia_scores
 from bnmem.rng import SALT
+from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
                        roc_summary)
+from bnmem.shadow import keep_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 C = 10
@@ -343,6 +343,7 @@ def test_attack_stage_end_to_end(tmp_path):
     cmd = [sys.executable, str(ROOT / "stages" / "attack.py"), "--params", "params.yaml",
            "--pool", "pool.npz", "--shadow-dir", "shadow", "--results", "out/attack.json",
            "--membership", "out/membership.json", "--metrics", "out/headline.json",
+           "--deltas", "out/deltas.json",
            "--scores-dir", "out/scores", "--roc", "out/roc.csv"]
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -361,6 +362,8 @@ def test_attack_stage_end_to_end(tmp_path):
     row = met["batchnorm"]["lira_online"]["ood"]
     assert {"auc", "balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2", "auc_lo",
             "tpr_at_zero_fp", "n_negatives"} <= set(row)
+    deltas = json.loads((tmp_path / "out/deltas.json").read_text())
+    assert deltas["batchnorm"]["rmia"]["all"]["auc_lo"] is not None
     head = json.loads((tmp_path / "out/headline.json").read_text())
     assert set(head["none"]) == {"auc_all", "auc_clean", "auc_flipped", "auc_ood",
                                  "tpr_at_fpr_1e-3_all", "null_auc"}

@@ -22,7 +22,8 @@ from bnmem.config import Config
 from bnmem.io import InputError
 from bnmem.matched import load_epochs
 from bnmem.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
-from bnmem.roc import ROC_GRID, bootstrap_weights, evaluate, roc_points, roc_summary
+from bnmem.roc import (ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points,
+                       roc_summary)
 from bnmem.rng import SALT
 
 log = logging.getLogger(__name__)
@@ -80,12 +81,13 @@ def null_auc(scores: np.ndarray, keep: np.ndarray, rng: np.random.Generator,
 def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
                 shards: dict[str, list[Path]]) -> dict:
     """Attack every arm. Returns {"scores": {arm: {...arrays}}, "attack": results/attack.json,
-    "membership": results/membership.json, "roc": tidy ROC frame, "headline": metrics}."""
+    "membership": results/membership.json, "roc": tidy ROC frame, "headline": metrics,
+    "attack_deltas": every variant's arm - none difference (samples-only intervals)}."""
     a, queries = cfg.attack, cfg.shadow.queries
     identity = queries.index("identity") if "identity" in queries else 0
     boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
     variant = headline_variant(cfg.shadow.n_models // 2 - 1)
-    scores, attack, rows, data = {}, {}, [], {}
+    scores, attack, resamples, rows, data = {}, {}, {}, [], {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
         if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
@@ -97,9 +99,9 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
         mem, n_in, n_out = memorization(sig.correct, sig.keep)
         scores[arm] = {**s, "keep": sig.keep, "model_ids": sig.model_ids, "mem_score": mem,
                        "n_in": n_in, "n_out": n_out}
-        attack[arm] = {}
+        attack[arm], resamples[arm] = {}, {}
         for name, sc in s.items():
-            attack[arm][name], _, curves = evaluate(sc, sig.keep, kind, boot)
+            attack[arm][name], resamples[arm][name], curves = evaluate(sc, sig.keep, kind, boot)
             rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
                                    "tpr": tpr}) for sub, tpr in curves.items()]
         data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
@@ -109,7 +111,8 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
                       "null_auc": membership["arms"][arm]["null_auc"]["mean"]} for arm in shards}
     return {"scores": scores, "attack": attack, "membership": membership,
-            "roc": pd.concat(rows), "headline": headline}
+            "roc": pd.concat(rows), "headline": headline,
+            "attack_deltas": paired_deltas(attack, resamples, base="none")}
 
 
 def _arm_data(sig: Signals, epochs: dict | None) -> dict:

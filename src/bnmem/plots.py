@@ -161,3 +161,25 @@ def lira_vs_fit(membership: dict, path: Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     return _save(fig, path)
+
+
+def dvc_tables(out: Path, roc: pd.DataFrame, membership: dict,
+               hists: dict[str, pd.DataFrame]) -> None:
+    """Long-format CSVs (one `arm` column) for the interactive plots declared in dvc.yaml:
+    roc.csv (headline attack, all samples; TPR floored at 1e-4 for the log axis),
+    lira_vs_fit.csv (shadows per epoch: fit, AUC, memorization) and grad_hist.csv
+    (gradient-norm density per arm and kind, at each bin's geometric centre)."""
+    out.mkdir(parents=True, exist_ok=True)
+    head = roc[(roc["attack"] == membership["variant"]) & (roc["subset"] == "all")]
+    head = head.assign(tpr=head["tpr"].clip(lower=1e-4))[["arm", "fpr", "tpr"]]
+    head.to_csv(out / "roc.csv", index=False, float_format="%.6g")
+    rows = [{"arm": arm, "epoch": e + 1, "fit": f, "auc_all": a, "in_acc_flipped": m}
+            for arm, d in membership["arms"].items() if "epoch" in d
+            for e, (f, a, m) in enumerate(zip(d["epoch"]["fit"], d["epoch"]["auc_all"],
+                                               d["epoch"]["in_acc_flipped"]))]
+    pd.DataFrame(rows, columns=["arm", "epoch", "fit", "auc_all", "in_acc_flipped"]).to_csv(
+        out / "lira_vs_fit.csv", index=False, float_format="%.6g")
+    hist = pd.concat([h.assign(arm=arm, norm=np.sqrt(h["bin_left"] * h["bin_right"]))
+                      for arm, h in hists.items()])
+    hist[["arm", "kind", "norm", "density"]].to_csv(out / "grad_hist.csv", index=False,
+                                                    float_format="%.6g")
