@@ -6,19 +6,16 @@ archs fall back to the plain loop). Each finished model's logits are kept in
 """
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
-import hashlib
 import logging
 import shutil
 import time
 from pathlib import Path
 
-import numpy as np
-
 from bnmem import cli
 from bnmem.config import ConfigError, load_config
 from bnmem.io import save_npz
-from bnmem.pipeline import load_pool, tensors
-from bnmem.shadow import fingerprint, keep_matrix, shard_ids, train_shadows
+from bnmem.pipeline import load_pool
+from bnmem.shadow import resume_key, shadow_shard
 
 log = logging.getLogger("bnmem.shadow")
 
@@ -31,19 +28,14 @@ def main() -> None:
     p.add_argument("--out", required=True, help="output shard_<k>.npz")
     args = p.parse_args()
     cfg = load_config(args.recipe)
-    s, arm = cfg.shadow, cfg.arms[0]
-    if not 0 <= args.shard < s.shards:
-        raise ConfigError(f"shadow.shards: shard {args.shard} outside 0 .. {s.shards - 1}")
+    if not 0 <= args.shard < cfg.shadow.shards:
+        raise ConfigError(f"shadow.shards: shard {args.shard} outside 0 .. {cfg.shadow.shards - 1}")
     cli.setup(cfg.train.threads)
-    pool = load_pool(args.pool)
-    x, y = tensors(pool, cfg.dataset)
-    keep = keep_matrix(s.n_models, len(y), cfg.seed)
-    ids = shard_ids(s.n_models, s.shards, args.shard)
-    base = fingerprint(Path(args.recipe).read_text(),
-                       hashlib.sha256(Path(args.pool).read_bytes()).hexdigest())
     parts = Path(args.out).with_suffix(".partial")
     t0 = time.perf_counter()
-    arrays = train_shadows(cfg, arm, x, y, keep, ids, parts, base, progress=f"shard {args.shard}")
+    arrays = shadow_shard(cfg, load_pool(args.pool), args.shard, parts,
+                          resume_key(Path(args.recipe), Path(args.pool)),
+                          progress=f"shard {args.shard}")
     save_npz(args.out, **arrays)  # no wall time: outputs are bit-identical across runs
     log.info("%s: %.1f s", args.out, time.perf_counter() - t0)
     shutil.rmtree(parts, ignore_errors=True)

@@ -135,12 +135,14 @@ def test_truncated_or_foreign_pt(tmp_path, content):
 def test_stage_without_bnmem_says_how_to_fix_it():
     """dvc run from outside the venv starts stages with a python that cannot import bnmem
     (here: -S, no site-packages): one line naming the fix, exit status 2."""
+    import os
     import subprocess
     import sys
 
     from conftest import ROOT
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-S", str(ROOT / "stages" / "prepare.py"), "--pool",
-                           "x.npz", "--test", "y.npz"], capture_output=True, text=True)
+                           "x.npz", "--test", "y.npz"], capture_output=True, text=True, env=env)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot import bnmem" in lines[0]

@@ -53,6 +53,9 @@ def repo(tmp_path_factory) -> Path:
     sh(work, "git", "init", "-q")
     sh(work, "dvc", "init", "-q")
     sh(work, "dvc", "config", "core.autostage", "true")
+    shutil.copytree(ROOT / ".dvc" / "plots", work / ".dvc" / "plots")  # the vega-lite templates
+    shutil.copy(ROOT / "dvc_plots_template.html", work)  # offline page (vendored vega)
+    sh(work, "dvc", "config", "plots.html_template", "../dvc_plots_template.html")
     sh(work, "dvc", "repro")
     sh(work, "git", "add", "-A")
     sh(work, "git", "commit", "-qm", "tiny run")
@@ -127,8 +130,10 @@ def test_repro_writes_contract_outputs(repo):
 def test_plots_show_writes_html(repo, tmp_path):
     sh(repo, "dvc", "plots", "show", "-o", str(tmp_path / "html"))
     html = (tmp_path / "html" / "index.html").read_text()
-    for name in ("roc.png", "memorization.png", "lira_vs_fit.png", "memorization_vs_epoch"):
+    for name in ("roc.png", "memorization.png", "lira_vs_fit.png", "memorization_vs_epoch",
+                 "roc_headline", "lira_vs_fit", "grad_norm_hist"):
         assert name in html, name
+    assert "cdn.jsdelivr" not in html  # the vendored scripts, not the CDN
 
 
 @pytest.mark.slow

@@ -1,5 +1,7 @@
-"""Run `dvc repro --force` twice and compare every key of metrics/*.json, also against
-the committed metrics. Prints each differing key; exit status 1 if any differ.
+"""Run `dvc repro --force` twice and compare every value of metrics/*.json and
+results/*.json and every output hash in dvc.lock: run against run, and the first run
+against what is committed. Prints each differing key and the CPU kernels in use; exit
+status 1 if anything differs.
 
     python tools/check_repro.py [--runs 2]
 """
@@ -9,6 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import bnmem  # noqa: F401  (pins this process like the stages)
+import torch
+import yaml
+
 
 def flatten(d, prefix=""):
     if isinstance(d, dict):
@@ -16,11 +22,24 @@ def flatten(d, prefix=""):
         for k, v in d.items():
             out.update(flatten(v, f"{prefix}{k}/"))
         return out
+    if isinstance(d, list):
+        return {prefix.rstrip("/"): json.dumps(d)}
     return {prefix.rstrip("/"): d}
 
 
+def lock_outs() -> dict:
+    """{stage: {out path: md5}} from dvc.lock."""
+    lock = yaml.safe_load(Path("dvc.lock").read_text())["stages"]
+    return {stage: {o["path"]: o.get("md5") for o in spec.get("outs", [])}
+            for stage, spec in lock.items()}
+
+
 def snapshot() -> dict[str, dict]:
-    return {str(p): flatten(json.loads(p.read_text())) for p in sorted(Path("metrics").glob("*.json"))}
+    files = sorted(Path("metrics").glob("*.json")) + sorted(Path("results").glob("*.json"))
+    snap = {str(p): flatten(json.loads(p.read_text())) for p in files
+            if p.name != "coverage.json"}  # coverage.json is a benchmark's, not a stage's
+    snap["dvc.lock outs"] = flatten(lock_outs())
+    return snap
 
 
 def diff(a: dict, b: dict, label: str) -> int:
@@ -38,17 +57,22 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--runs", type=int, default=2)
     args = p.parse_args()
+    flags = bnmem.cpu._cpu_flags()
+    best = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "below AVX2"
+    print(f"CPU: best vector level {best}; pin level {bnmem.cpu.level()!r} "
+          f"(this process's torch dispatch: {torch.backends.cpu.get_cpu_capability()})")
     committed = snapshot()
     runs = []
     for i in range(args.runs):
         subprocess.run(["dvc", "repro", "--force", "-q"], check=True)
         runs.append(snapshot())
-        print(f"run {i + 1}: {sum(len(v) for v in runs[-1].values())} metric keys")
+        print(f"run {i + 1}: {sum(len(v) for v in runs[-1].values())} values and hashes")
+    kernels = json.loads(Path("data/models/none.json").read_text()).get("cpu_kernels")
     n = sum(diff(runs[0], r, f"run 1 vs run {i + 2}") for i, r in enumerate(runs[1:]))
     n_commit = diff(committed, runs[0], "committed vs run 1")
     status = subprocess.run(["dvc", "status", "-q"], capture_output=True, text=True)
-    print(f"differing keys between runs: {n}; vs committed: {n_commit}; "
-          f"dvc status clean: {status.returncode == 0 and not status.stdout.strip()}")
+    print(f"stage processes ran {kernels}; differing values between runs: {n}; vs committed: "
+          f"{n_commit}; dvc status clean: {status.returncode == 0 and not status.stdout.strip()}")
     sys.exit(1 if n or n_commit else 0)
 
 

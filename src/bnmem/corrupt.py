@@ -11,7 +11,9 @@ import numpy as np
 from bnmem.config import ConfigError
 from bnmem.data import Images, match_format
 
-CLEAN, FLIPPED, OOD = 0, 1, 2
+CLEAN, FLIPPED, OOD = 0, 1, 2  # pool.npz `kind` codes
+KINDS = {"clean": CLEAN, "flipped": FLIPPED, "ood": OOD}  # the one kinds table
+SUBSETS = {"all": None, **KINDS}  # evaluation subsets: None = every sample
 
 
 def n_of(rate: float, n: int) -> int:

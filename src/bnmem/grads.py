@@ -1,4 +1,5 @@
-"""Per-sample gradient norms ||grad_theta l(x_i, y_i)||_2 with torch.func, two definitions.
+"""Per-sample gradient norms ||grad_theta l(x_i, y_i)||_2, two definitions; the grads
+stage's entry point is `grads_for_arm`.
 
 `eval` (the default): BN layers in eval mode, normalizing with their running statistics
 (the buffers are passed to functional_call), so l_i = CE(f(x_i; theta), y_i) depends on
@@ -31,18 +32,22 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jacrev, vmap
 
-from bnmem.corrupt import CLEAN, FLIPPED, OOD
 from bnmem import fastgrad, native
+from bnmem.corrupt import CLEAN
+from bnmem.corrupt import KINDS as KIND_CODES
+from bnmem.config import Config
 from bnmem.models import bn_layers
-from bnmem.train import map_single_threaded
+from bnmem.pipeline import build, tensors
+from bnmem.train import batch_order, map_single_threaded, resolve_device
 
 EVAL_METHODS = ("auto", "native", "hooks", "vmap")
-KINDS = (("clean", CLEAN), ("flipped", FLIPPED), ("ood", OOD))
+KINDS = tuple(KIND_CODES.items())
 
 
 @dataclass(frozen=True)
@@ -333,3 +338,34 @@ def histogram(norms: np.ndarray, kind: np.ndarray, bins: int = 40) -> dict[str, 
         cols["count"] += list(count)
         cols["density"] += list(count / (len(v) * widths))
     return {k: np.asarray(v) for k, v in cols.items()}
+
+
+def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
+                  states: Iterable[dict], progress: bool = True
+                  ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
+    """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
+    order), under the configured definition and, for BN arms, the other one at the final
+    checkpoint. Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
+    x, y = tensors(pool, cfg.dataset)
+    model = build(meta).to(resolve_device(cfg.train.device))
+    # the first epoch's training batches: the batches the batch-coupled definition couples
+    batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
+    definition = cfg.grads.definition
+    other = "batch" if definition == "eval" else "eval"
+    rows, final = checkpoint_norms(model, states, x, y, definition, cfg.grads.chunk_size,
+                                   batches, progress=progress,
+                                   other_every=cfg.grads.both_at_every_checkpoint,
+                                   workers=cfg.grads.workers)
+    main_rows, other_rows = rows[definition], rows[other]
+    arrays = dict(norms=main_rows[-1], norms_epoch=main_rows,
+                  epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,
+                  layers=np.asarray(final.layers, dtype=str), definition=np.asarray(definition),
+                  batch_coupled=np.asarray(has_batchnorm(model)),
+                  **{f"norms_{other}": other_rows[-1], f"norms_{other}_epoch": other_rows})
+    kind = pool["kind"]
+    summary = {"epoch_final": epochs[-1], "epoch_early": epochs[0],
+               **summarize(main_rows[-1], kind), **summarize(main_rows[0], kind, "_early"),
+               **summarize(other_rows[-1], kind, f"_{other}"),
+               **(summarize(other_rows[0], kind, f"_{other}_early")
+                  if np.isfinite(other_rows[0]).all() else {})}
+    return arrays, summary, pd.DataFrame(histogram(main_rows[-1], kind))

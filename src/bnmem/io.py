@@ -77,8 +77,10 @@ def load_json(path: str | Path) -> dict:
 def save_state(path: str | Path, state: dict) -> None:
     import torch  # here, so stages that never touch weights start without torch
 
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    # through a file object: torch names the archive's folder after a *path* it is given
+    # (here a random temp name), which would make the bytes differ from run to run
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(state, f)
 
 
 def load_state(path: str | Path) -> dict:

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bnmem.attack import PairSignals, Signals, load_shadow, memorization, run_attacks
+from bnmem.attack import (PairSignals, Signals, load_shadow, loo_lira, memorization,
+                          run_attacks, signals)
 from bnmem.config import Config
 from bnmem.io import InputError
 from bnmem.matched import load_epochs
@@ -113,6 +114,28 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     return {"scores": scores, "attack": attack, "membership": membership,
             "roc": pd.concat(rows), "headline": headline,
             "attack_deltas": paired_deltas(attack, resamples, base="none")}
+
+
+def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarray,
+                   kind: np.ndarray) -> tuple[dict, dict | None]:
+    """The headline attack on one arm's shadow models (all of them in `shadow`, one shard's
+    arrays): its metrics per subset and, with shadow.track_epochs, the per-epoch fit / AUC
+    curve (the attack stage's draw 0). Used by `replicate` for each extra seed."""
+    s = cfg.shadow
+    identity = s.queries.index("identity") if "identity" in s.queries else 0
+    phi, _, correct = signals(shadow["logits"], labels, identity)
+    keep, ids = shadow["keep"], shadow["model_ids"]
+    variant = headline_variant(s.n_models // 2 - 1)
+    scores = loo_lira(phi, keep, ids, cfg.attack.offline_one_sided, (variant,))
+    lira, _, _ = evaluate(scores[variant], keep, kind)
+    if "epoch_phi" not in shadow:
+        return lira, None
+    data = {"phi": phi, "keep": keep, "correct": correct, "model_ids": ids,
+            "epoch_phi": shadow["epoch_phi"], "epoch_correct": shadow["epoch_correct"]}
+    ps = PairSignals.build(phi, keep, ids)
+    d0 = arm_draw(data, ps, epoch_pairs(data), np.ones(ps.first.size, np.int64),
+                  np.ones(kind.size), kind, variant, cfg.attack.offline_one_sided)
+    return lira, {k: v.tolist() for k, v in d0["epoch"].items()}
 
 
 def _arm_data(sig: Signals, epochs: dict | None) -> dict:

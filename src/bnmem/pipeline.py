@@ -1,7 +1,11 @@
-"""Glue shared by the train and shadow stages: load the prepared pool, build an arm's
-model, and train it with the arm's recipe. One code path for targets and shadows."""
+"""Glue shared by the train and shadow stages, and the train stage's entry point
+(`train_arm`): load the prepared pool, build an arm's model, and train it with the arm's
+recipe. Targets train through `train_target` (the plain
+loop, with per-epoch evaluation); shadows through bnmem.stacked, which is tested equal to
+the same plain loop (`fit`)."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +14,13 @@ from torch import nn
 
 from bnmem.config import Config, arm_norm
 from bnmem.data import NUM_CLASSES, preprocess
-from bnmem.io import load_npz
+from bnmem.io import load_npz, save_state
 from bnmem.models import make_model
 from bnmem.train import Regularizer, resolve_device, train_model
 
 POOL_KEYS = ("x", "y_train", "y_clean", "kind")
+
+log = logging.getLogger(__name__)
 
 
 def load_pool(path: str | Path) -> dict[str, np.ndarray]:
@@ -87,4 +93,27 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
     meta.update(metrics=final,
                 checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
                 gamma_sigma=gamma_sigma(model))
+    return model, history, meta
+
+
+def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None = None,
+              progress: bool = True) -> tuple[torch.nn.Module, list[dict], dict]:
+    """Train the recipe's arm on the whole pool; the epochs in train.checkpoints and the
+    final one are saved to `checkpoint_dir` as epoch_<k>.pt. Returns (model, per-epoch
+    records, metadata)."""
+    arm = cfg.arms[0]
+    if checkpoint_dir is not None:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+
+    def on_epoch(epoch: int, model: torch.nn.Module, rec: dict) -> None:
+        if checkpoint_dir is not None and epoch in cfg.train.checkpoints:
+            save_state(checkpoint_dir / f"epoch_{epoch}.pt", model.state_dict())
+        log.info("%s epoch %d loss %.4f clean %.3f flipped %.3f ood %.3f test %.3f (%.1f s)",
+                 arm, epoch, rec["loss"], rec["clean_train_acc"] or 0,
+                 rec["flipped_mem_acc"] or 0, rec["ood_mem_acc"] or 0, rec["test_acc"],
+                 rec["seconds"])
+
+    model, history, meta = train_target(cfg, arm, pool, test, on_epoch, progress=progress)
+    if checkpoint_dir is not None:
+        save_state(checkpoint_dir / f"epoch_{cfg.train.epochs}.pt", model.state_dict())
     return model, history, meta

@@ -10,9 +10,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bnmem.corrupt import KINDS  # noqa: E402
+
 COLOURS = {"none": "#1f77b4", "batchnorm": "#d62728", "batchnorm_reg": "#2ca02c",
            "groupnorm": "#9467bd", "layernorm": "#ff7f0e"}
-KIND_NAMES = {0: "clean", 1: "flipped", 2: "ood"}
+KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 
 def colour(arm: str) -> str:

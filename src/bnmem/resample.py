@@ -21,13 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from bnmem.attack import PairSignals, lira_draw
-from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.corrupt import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
 from bnmem.intervals import bootstrap_normal_ci
 from bnmem.matched import at_fit, common_fit, fit_grid
 from bnmem.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
 
-KINDS = {"clean": CLEAN, "flipped": FLIPPED, "ood": OOD}
-SUBSETS = {"all": None, **KINDS}
 LOW_FPR = 1e-3  # the headline low-FPR operating point
 
 

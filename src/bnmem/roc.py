@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnmem.corrupt import SUBSETS
 from bnmem.intervals import percentile_ci
 
-SUBSETS = {"all": None, "clean": 0, "flipped": 1, "ood": 2}  # pool `kind` code per subset
 FPR_LEVELS = {"1e-3": 1e-3, "1e-2": 1e-2}  # metric key suffix -> FPR bound (strict)
 MIN_FALSE_POSITIVES = 10  # TPR at FPR f is reported only when negatives x f >= this
 CI_KEYS = ("auc", "tpr_at_fpr_1e-3")  # metrics that get bootstrap CIs

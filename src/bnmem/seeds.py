@@ -13,9 +13,10 @@ import math
 import numpy as np
 from scipy import stats
 
-from bnmem.resample import at_fit, common_fit
+from bnmem.corrupt import SUBSETS as KIND_SUBSETS
+from bnmem.matched import at_fit, common_fit
 
-SUBSETS = ("all", "clean", "flipped", "ood")
+SUBSETS = tuple(KIND_SUBSETS)
 TRAIN_KEYS = ("clean_train_acc", "flipped_mem_acc", "ood_mem_acc", "test_acc")
 
 

@@ -10,14 +10,17 @@ import hashlib
 import logging
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bnmem.config import Config
 from bnmem.io import save_npz
 from bnmem.margin import logit_margin
+from bnmem.pipeline import tensors
 from bnmem.rng import SALT
 from bnmem.train import predict
 
@@ -168,3 +171,23 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
         out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
         out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
     return out
+
+
+def shadow_shard(cfg: Config, pool: dict, shard: int, partial_dir: Path,
+                 resume_key: Callable[[], str], progress: str | None = None
+                 ) -> dict[str, np.ndarray]:
+    """Train and query the recipe arm's shadow models of one shard (balanced keep matrix
+    in complementary pairs); finished models are kept in `partial_dir` under a key from
+    `resume_key()` (recipe + pool + seed), so a killed run resumes."""
+    s = cfg.shadow
+    x, y = tensors(pool, cfg.dataset)
+    keep = keep_matrix(s.n_models, len(y), cfg.seed)
+    ids = shard_ids(s.n_models, s.shards, shard)
+    return train_shadows(cfg, cfg.arms[0], x, y, keep, ids, partial_dir, resume_key(),
+                         progress=progress)
+
+
+def resume_key(recipe: Path, pool: Path, *extra: str) -> Callable[[], str]:
+    """The shadow stage's resume fingerprint of a recipe file and a pool file (+ extras)."""
+    return lambda: fingerprint(recipe.read_text(), *extra,
+                               hashlib.sha256(pool.read_bytes()).hexdigest())

@@ -7,7 +7,7 @@ of a step come from one of two paths, both equal to the plain per-model loop
 
 - On the CPU, for norm none or BatchNorm: `bnmem.native.TrainStep`, a C kernel that
   computes each model's gradients on its own batch with the batch's samples as SIMD lanes
-  (bench/bench_train.py: ~5x the plain loop on 2 cores, ~2.4x the autograd path).
+  (speed: BENCHMARKS.md, bench/bench_train.py).
 - Elsewhere (GPU, group/layer norm, no C compiler, BNMEM_NATIVE=0): autograd on one stacked
   network. Convolutions run as one grouped convolution over K*C channels (groups=K) on
   channels-last activations [B, K*C, H, W], linear layers as batched matmuls over

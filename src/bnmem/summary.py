@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bnmem.corrupt import CLEAN, FLIPPED, OOD
+from bnmem.corrupt import CLEAN, KINDS
 from bnmem.intervals import percentile_ci
 from bnmem.matched import at_fit, common_fit
 from bnmem.verdict import Evidence, judge, judge_share
 
-GRAD_KINDS = {"flipped": FLIPPED, "ood": OOD}
+GRAD_KINDS = {k: v for k, v in KINDS.items() if v != CLEAN}
 
 
 def paired_acc_delta(correct_a: np.ndarray, correct_b: np.ndarray, mask: np.ndarray,
