@@ -149,6 +149,26 @@ def test_exp_run_set_param_and_metrics_diff(repo):
 
 
 @pytest.mark.slow
+def test_bad_value_from_exp_run_loses_nothing(repo):
+    """`dvc exp run -S noise_rate=1.5`: one line naming the key, exit != 0, and every output
+    (the recipes included: DVC deletes a stage's outputs before running it unless they
+    persist) still there; restoring params.yaml leaves the pipeline up to date."""
+    before = {p: p.read_bytes() for p in (repo / "data" / "recipes").glob("*.yaml")}
+    res = subprocess.run(["dvc", "exp", "run", "-S", "noise_rate=1.5"], cwd=repo, env=ENV,
+                         capture_output=True, text=True)
+    try:
+        assert res.returncode != 0
+        errors = [l for l in res.stdout.splitlines() + res.stderr.splitlines()
+                  if l.startswith("bnmem ")]
+        assert errors == ["bnmem configure: error: noise_rate: 1.5 is invalid; valid: a number "
+                          "in [0, 1)"], res.stdout + res.stderr
+        assert before and {p: p.read_bytes() for p in before} == before
+    finally:
+        sh(repo, "git", "checkout", "-q", "params.yaml")
+    assert "up to date" in sh(repo, "dvc", "status").stdout
+
+
+@pytest.mark.slow
 def test_reg_strength_reruns_only_the_reg_arm(repo):
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["reg_strength"] = 0.37
