@@ -20,3 +20,16 @@ def run_stage(script: str, *args: str, cwd: Path = ROOT):
     import subprocess
     return subprocess.run([sys.executable, str(ROOT / "stages" / script), *args], cwd=cwd,
                           capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module: on 2 shared cores, 2 OpenMP threads stall at every
+    barrier when another job runs, and tiny tensors gain nothing from more."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+

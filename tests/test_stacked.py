@@ -14,13 +14,7 @@ from bnmem.train import predict
 N, K = 101, 3  # odd pool: subsets of 50 and 51 samples, so batch sizes differ by one
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # 2 OpenMP threads on 2 shared cores stall at every barrier when another job runs
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int = 2):

@@ -17,13 +17,7 @@ from bnmem.theory import (EPS, batch_stats, dloss_dgamma, fit_loglog, growth_tab
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny float64 tensors: extra threads only add contention on shared cores."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
 
 
 @pytest.fixture(scope="module")
