@@ -185,11 +185,23 @@ def test_pair_weights_equal_the_expanded_multiset():
     ids = np.arange(m)
     ps = PairSignals.build(phi, keep, ids)
     for w in (np.array([2, 0, 1, 3, 1]), np.array([0, 0, 4, 0, 1]), np.ones(5, int)):
-        rows = np.repeat(np.arange(m), np.repeat(w, 2))
-        ref = fit_gaussians(phi[rows], keep[rows])
+        rows = np.repeat(np.arange(m), np.repeat(w, 2))  # the draw's multiset of models
+        distinct = np.repeat(np.arange(m), np.repeat(w > 0, 2))
+        ref, ref_spread = fit_gaussians(phi[rows], keep[rows]), fit_gaussians(phi[distinct],
+                                                                              keep[distinct])
         got = ps.gaussians(w)
-        for f in ("mu_in", "mu_out", "sd_in", "sd_out", "pooled_in", "pooled_out"):
+        for f in ("mu_in", "mu_out"):  # location: the median of the multiset
             np.testing.assert_allclose(getattr(got, f), getattr(ref, f), rtol=1e-12, atol=1e-12)
+        for f in ("sd_in", "sd_out", "pooled_in", "pooled_out"):  # spread: distinct pairs
+            np.testing.assert_allclose(getattr(got, f), getattr(ref_spread, f), rtol=1e-12,
+                                       atol=1e-12)
+    # a pair drawn twice is no evidence of spread: no collapse to the 1e-8 floor (~1e17
+    # scores when duplicates counted as spread); per-sample variances from 2 pairs are
+    # still noisy, so the bound is loose
+    d = lira_draw(ps, phi, np.array([2, 1, 1, 0, 0]), "lira_online")
+    assert np.abs(np.concatenate(list(d.values()))).max() < 1e6
+    assert sorted(d) == [0, 1, 2, 3, 4, 5]  # pairs 1, 2 have only one other distinct pair...
+    assert not lira_draw(ps, phi, np.array([3, 1, 0, 0, 0]), "lira_online")  # ...each: skipped
     d = lira_draw(ps, phi, np.ones(5, int), "lira_online_fixed")
     loo = loo_lira(phi, keep, ids, variants=("lira_online_fixed",))["lira_online_fixed"]
     assert sorted(d) == list(range(m))
@@ -325,7 +337,7 @@ def test_bootstrap_ci_contains_estimate_and_is_seeded():
 
 def test_attack_stage_end_to_end(tmp_path):
     rng = np.random.default_rng(8)
-    m, n, e = 8, 60, 3
+    m, n, e = 12, 60, 3  # 6 pairs: most bootstrap draws hold >= 3 distinct pairs
     kind = np.repeat([0, 1, 2], [40, 14, 6]).astype(np.int8)
     labels = rng.integers(0, C, n)
     np.savez(tmp_path / "pool.npz", y_train=labels, kind=kind)
@@ -339,7 +351,7 @@ def test_attack_stage_end_to_end(tmp_path):
         epochs = (rng.normal(size=(m, e, n)) + keep[:, None],
                   rng.random((m, e, n)) < np.linspace(0.5, 0.9 + 0.05 * j, e)[None, :, None])
         write_shadow(tmp_path / "shadow" / arm, phi, keep, np.arange(m), labels,
-                     [[4, 5, 6, 7], [0, 1, 2, 3]], epochs)
+                     [[6, 7, 8, 9, 10, 11], [0, 1, 2, 3, 4, 5]], epochs)
     cmd = [sys.executable, str(ROOT / "stages" / "attack.py"), "--params", "params.yaml",
            "--pool", "pool.npz", "--shadow-dir", "shadow", "--results", "out/attack.json",
            "--membership", "out/membership.json", "--metrics", "out/headline.json",

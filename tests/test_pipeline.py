@@ -16,7 +16,7 @@ TINY = {
     "pool_size": 200,
     "data": {"test_size": 60},
     "train": {"epochs": 2, "batch_size": 32, "checkpoints": [1]},
-    "shadow": {"n_models": 4},
+    "shadow": {"n_models": 6},
     "attack": {"bootstrap": 20, "model_bootstrap": 20, "rmia_population": 40},
     "grads": {"chunk_size": 64},
 }
@@ -79,18 +79,18 @@ def test_repro_writes_contract_outputs(repo):
     assert pool["x"].dtype == np.uint8 and pool["x"].shape == (200, 1, 28, 28)
     assert (pool["kind"] == 1).sum() == 10 and (pool["kind"] == 2).sum() == 2
     shard = np.load(repo / "data/shadow/batchnorm/shard_0.npz", allow_pickle=False)
-    assert shard["logits"].shape == (4, 200, 2, 10) and shard["logits"].dtype == np.float32
-    assert np.all(shard["keep"].sum(0) == 2)
+    assert shard["logits"].shape == (6, 200, 2, 10) and shard["logits"].dtype == np.float32
+    assert np.all(shard["keep"].sum(0) == 3)
     attack = json.loads((repo / "results/attack.json").read_text())
     for arm in ("none", "batchnorm", "batchnorm_reg"):
         for name in ("lira_online", "lira_offline", "lira_online_fixed", "lira_offline_fixed"):
             m = attack[arm][name]["all"]
             assert 0 <= m["auc"] <= 1 and {"balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2"} <= set(m)
     membership = json.loads((repo / "results/membership.json").read_text())
-    assert membership["variant"] == "lira_online_fixed" and membership["pairs"] == 2
+    assert membership["variant"] == "lira_online_fixed" and membership["pairs"] == 3
     assert len(membership["arms"]["none"]["epoch"]["fit"]) == 2
     assert "matched_fit" in membership["compare"]["batchnorm_minus_none"]
-    assert shard["epoch_phi"].shape == (4, 2, 200) and shard["epoch_correct"].dtype == bool
+    assert shard["epoch_phi"].shape == (6, 2, 200) and shard["epoch_correct"].dtype == bool
     # headline metrics: small, every key present, detail in results/
     total = 0
     for path, keys in HEADLINE.items():
@@ -99,7 +99,8 @@ def test_repro_writes_contract_outputs(repo):
             assert set(met[arm]) == set(keys), path
         total += leaves(met)
     deltas = json.loads((repo / "metrics/deltas.json").read_text())
-    assert set(deltas["batchnorm_minus_none"]) == {"auc_all_equal_epochs", "auc_all_matched_fit"}
+    assert set(deltas["batchnorm_minus_none"]) == {"auc_identity_equal_epochs",
+                                                        "auc_identity_matched_fit"}
     assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"in_acc_flipped_matched_fit",
                                                            "out_acc_clean_equal_epochs"}
     total += leaves(deltas)

@@ -33,7 +33,7 @@ def test_intervals():
     assert (lo, hi) == pytest.approx((1 - half, 1 + half))
 
 
-def _arm(effect, seed, m=8, n=200, e=3):
+def _arm(effect, seed, m=12, n=200, e=3):
     rng = np.random.default_rng(seed)
     keep = keep_matrix(m, n, 0)
     phi = rng.normal(size=(m, n, 2)) + effect * keep[..., None]
@@ -46,8 +46,8 @@ def _arm(effect, seed, m=8, n=200, e=3):
 def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
     kind = np.repeat([0, 1, 2], [160, 30, 10]).astype(np.int8)
     arms = {"a": _arm(1.0, 1), "b": _arm(0.3, 2)}
-    counts, weights = draw_plan(kind, 4, 20, np.random.default_rng(0))
-    assert (counts[0] == 1).all() and (weights[0] == 1).all() and (counts.sum(1) == 4).all()
+    counts, weights = draw_plan(kind, 6, 20, np.random.default_rng(0))
+    assert (counts[0] == 1).all() and (weights[0] == 1).all() and (counts.sum(1) == 6).all()
     draws = {}
     for name, d in arms.items():
         ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
@@ -74,3 +74,32 @@ def test_interval_coverage_on_synthetic_runs():
     res = coverage(40, n=250, draws=60, truth_runs=150, seed=1)
     print(res)
     assert res["coverage_auc"] >= 0.9 and res["coverage_delta"] >= 0.9
+
+
+def test_matched_and_equal_auc_measure_the_same_attack():
+    """At equal epochs the comparison that matched fit is judged against uses the per-epoch
+    attack's last epoch (identity query), so two arms with the same per-epoch curves differ
+    by zero at both points, whatever their all-queries AUC."""
+    kind = np.zeros(200, np.int8)
+    d = _arm(1.0, 3)
+    ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
+    eps = [PairSignals.build(d["epoch_phi"][:, k, :, None], d["keep"], d["model_ids"])
+           for k in range(3)]
+    counts, weights = draw_plan(kind, 6, 20, np.random.default_rng(1))
+    draws = [arm_draw(d, ps, eps, c, w, kind, "lira_online_fixed", True)
+             for c, w in zip(counts, weights)]
+    shifted = [{**x, "auc_all": x["auc_all"] + 0.1} for x in draws]  # stronger all-query attack
+    out = compare(shifted, draws)
+    assert out["equal_epochs"]["auc_all"]["value"] == pytest.approx(0.1)
+    assert out["equal_epochs"]["auc_identity"]["value"] == 0.0
+    assert out["matched_fit"]["auc_identity"]["value"] == 0.0
+
+
+def test_low_fpr_tpr_only_where_supported():
+    """TPR at FPR 1e-3 needs >= 10 false positives' worth of negatives: with 12 models x
+    200 samples (1 200 negatives) it is not reported."""
+    kind = np.zeros(200, np.int8)
+    d = _arm(1.0, 4)
+    ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
+    row = arm_draw(d, ps, [], np.ones(6, np.int64), np.ones(200), kind, "lira_online_fixed", True)
+    assert np.isnan(row["tpr_low_all"]) and np.isfinite(row["auc_all"])

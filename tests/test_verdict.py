@@ -23,7 +23,8 @@ def ev(lo, hi, training=True):
     (ev(0.0, 0.2), ev(0.0, 0.035), 1, 0.04, NOT_REPRODUCED),    # whole interval < 4 points
     (ev(-0.2, -0.1), ev(-0.2, -0.05), -1, 0.0, REPRODUCED),     # claimed decrease
     (ev(-0.2, -0.1), ev(0.01, 0.05), -1, 0.0, EQUAL_ONLY),
-    (ev(0.1, 0.2), ev(0.1, 0.2, training=False), 1, 0.0, EQUAL_ONLY),  # samples-only matched
+    (ev(0.1, 0.2), ev(0.1, 0.2, training=False), 1, 0.0, EQUAL_UNMATCHED),  # samples-only
+    (ev(0.1, 0.2), Evidence(0.03, None, None, True), 1, 0.0, EQUAL_UNMATCHED),  # no interval
     (ev(0.1, 0.2, False), ev(0.1, 0.2, False), 1, 0.0, INCONCLUSIVE),  # samples only: never
     (ev(-0.3, -0.2, False), None, 1, 0.0, INCONCLUSIVE),
     (Evidence(0.1, None, None, True), None, 1, 0.0, INCONCLUSIVE),  # no interval
@@ -43,10 +44,10 @@ def test_claims_follow_the_evidence():
     """A run where BN leaks more only at equal epochs reads 'at equal epochs only'."""
     def est(v, lo, hi):
         return {"value": v, "lo": lo, "hi": hi}
-    bn = {"equal_epochs": {"auc_all": est(0.17, 0.14, 0.19), "auc_clean": est(0.16, 0.13, 0.18),
+    bn = {"equal_epochs": {"auc_identity": est(0.17, 0.14, 0.19), "auc_clean": est(0.16, 0.13, 0.18),
                            "in_acc_flipped": est(0.6, 0.5, 0.7), "in_acc_ood": est(0.5, 0.3, 0.7)},
-          "matched_fit": {"auc_all": est(-0.02, -0.04, 0.005), "in_acc_flipped": est(0.03, 0.01, 0.06),
-                          "in_acc_ood": est(0.1, -0.03, 0.27)}}
+          "matched_fit": {"auc_identity": est(-0.02, -0.04, 0.005),
+                          "in_acc_flipped": est(0.03, 0.01, 0.06), "in_acc_ood": est(0.1, -0.03, 0.27)}}
     reg = {"equal_epochs": {"in_acc_flipped": est(-0.5, -0.6, -0.4), "out_acc_clean": est(0.0, -0.02, 0.02)},
            "matched_fit": {"in_acc_flipped": est(-0.02, -0.05, 0.01)}}
     membership = {"variant": "lira_online_fixed",

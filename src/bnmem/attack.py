@@ -190,33 +190,43 @@ class PairSignals:
                    io, oo, pair_of, first, second)
 
     def gaussians(self, weight: np.ndarray) -> Gaussians:
-        """IN/OUT Gaussians of the shadow pairs taken `weight` [P] times each (integers)."""
-        n = int(weight.sum())
-        stats = [_weighted_stats(v, o, weight, n) for v, o in ((self.inside, self.in_order),
-                                                                (self.outside, self.out_order))]
-        (mu_in, ss_in), (mu_out, ss_out) = stats
-        counts = np.full(mu_in.shape[-1], n)
+        """IN/OUT Gaussians of the shadow pairs taken `weight` [P] times each (integers):
+        the location is the median of that multiset (a bootstrap draw's duplicates count),
+        the spread is over the *distinct* pairs drawn, since a duplicated model is no
+        independent evidence of spread (with duplicates counted, a pair drawn twice would
+        look like two identical shadows: spread 0, scores ~1e17)."""
+        n, distinct = int(weight.sum()), (weight > 0).astype(weight.dtype)
+        m = int(distinct.sum())
+        mu_in = _weighted_median(self.inside, self.in_order, weight, n)
+        mu_out = _weighted_median(self.outside, self.out_order, weight, n)
+        ss_in = _spread(self.inside, self.in_order, distinct, m)
+        ss_out = _spread(self.outside, self.out_order, distinct, m)
+        counts = np.full(mu_in.shape[-1], m)
         (sd_in, pooled_in), (sd_out, pooled_out) = _scales(ss_in, counts), _scales(ss_out, counts)
         return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
 
 
-def _weighted_stats(srt: np.ndarray, order: np.ndarray, w: np.ndarray,
-                    n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(median [Q,N], sum of squared deviations from the mean [Q,N]) of the multiset that
-    holds sorted value srt[j] w[order[j]] times; nan median when n == 0."""
+def _weighted_median(srt: np.ndarray, order: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
+    """Median [Q, N] of the multiset that holds sorted value srt[j] w[order[j]] times (srt,
+    order [P, Q, N] sorted along P); nan when n == 0."""
     if n == 0:
-        nan = np.full(srt.shape[1:], np.nan)
-        return nan, np.zeros(srt.shape[1:])
+        return np.full(srt.shape[1:], np.nan)
     cum = np.cumsum(w[order], axis=0)
 
     def kth(k: int) -> np.ndarray:  # k-th smallest (1-based) of the multiset
         j = (cum < k).sum(axis=0)
         return np.take_along_axis(srt, j[None], 0)[0]
 
-    median = 0.5 * (kth((n + 1) // 2) + kth(n // 2 + 1))
-    wv = w[order]
-    mean = (wv * srt).sum(0) / n
-    return median, (wv * (srt - mean) ** 2).sum(0)
+    return 0.5 * (kth((n + 1) // 2) + kth(n // 2 + 1))
+
+
+def _spread(srt: np.ndarray, order: np.ndarray, ind: np.ndarray, m: int) -> np.ndarray:
+    """Sum of squared deviations from the mean [Q, N] of the values whose pair has ind 1."""
+    if m == 0:
+        return np.zeros(srt.shape[1:])
+    iv = ind[order]
+    mean = (iv * srt).sum(0) / m
+    return (iv * (srt - mean) ** 2).sum(0)
 
 
 def _score(x: np.ndarray, g: Gaussians, online: bool, fixed_variance: bool,
@@ -287,13 +297,13 @@ def lira_draw(ps: PairSignals, phi: np.ndarray, counts: np.ndarray, variant: str
     """One bootstrap draw over model pairs: pair p taken counts[p] times. Returns
     {model index: scores [N]} for the models of drawn pairs, each scored against the
     drawn pairs other than its own (balanced leave-one-pair-out within the draw); a
-    pair with no other pair drawn is skipped."""
+    pair with fewer than two other distinct pairs drawn is skipped."""
     online, fixed = LIRA_VARIANTS[variant]
     out = {}
     for p in np.flatnonzero(counts):
         w = counts.copy()
         w[p] = 0
-        if w.sum() < 1:
+        if (w > 0).sum() < 2:  # one distinct shadow pair per side: no spread to fit
             continue
         g = ps.gaussians(w)
         for t in (ps.first[p], ps.second[p]):

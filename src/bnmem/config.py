@@ -210,7 +210,8 @@ def validate(cfg: Config) -> Config:
     _check(g.chunk_size >= 1, "grads.chunk_size", "an integer >= 1", g.chunk_size)
     _check(g.workers >= 1, "grads.workers", "an integer >= 1", g.workers)
     s = cfg.shadow
-    _check(s.n_models >= 4 and s.n_models % 2 == 0, "shadow.n_models", "an even integer >= 4",
+    # balanced leave-one-out keeps n_models/2 - 1 shadows per side; LiRA needs 2 for a spread
+    _check(s.n_models >= 6 and s.n_models % 2 == 0, "shadow.n_models", "an even integer >= 6",
            s.n_models)
     _check(s.shards >= 1 and s.n_models % s.shards == 0, "shadow.shards",
            f"a positive divisor of shadow.n_models={s.n_models}", s.shards)

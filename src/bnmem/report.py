@@ -98,7 +98,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
                 for arm in (a, b)]
         for name, code in GRAD_KINDS.items():
             grad_cmp[f"{a}_minus_{b}_{name}"] = grad_comparison(
-                gz[a]["norms_epoch"], gz[b]["norms_epoch"], fits[0], fits[1], kind, code, n_boot, rng)
+                gz[a]["norms_epoch"], gz[b]["norms_epoch"], fits[0], fits[1], gz[a]["epochs"],
+                kind, code, n_boot, rng)
     gammas = {a: gamma_sigma_summary(metas[a].get("gamma_sigma", {})) for a in arms}
     push = {a: gamma_push(nets[a], x, pool["y_train"], {
         "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD})

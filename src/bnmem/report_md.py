@@ -202,11 +202,11 @@ def _matched_section(membership: dict, rel: dict) -> list[str]:
     L = ["## Matched fit (shadow models)", "",
          "Each pair at the lower of its two final shadow fits, every figure linear between "
          "the epochs around it (models+samples intervals; points):", "",
-         "| pair | common fit | epoch reached (arm, base) | AUC all | IN flipped | IN OOD |",
+         "| pair | common fit | epoch reached (arm, base) | AUC all (identity query) | IN flipped | IN OOD |",
          "|---|---|---|---|---|---|"]
     for pair, m in rows:
         L.append(f"| {pair.replace('_minus_', ' - ')} | {m['fit']:.3f} | {m['epoch_a']:.2f}, "
-                 f"{m['epoch_b']:.2f} | {_est(m['auc_all'], 100, True, 2)} | "
+                 f"{m['epoch_b']:.2f} | {_est(m['auc_identity'], 100, True, 2)} | "
                  f"{_est(m['in_acc_flipped'], 100, True, 2)} | {_est(m['in_acc_ood'], 100, True, 2)} |")
     return L + ["", f"![LiRA vs fit]({rel['lira_vs_fit']})", ""] if "lira_vs_fit" in rel else L + [""]
 

@@ -85,7 +85,6 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     """
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
-    mw_drawn = mw * np.isin(np.arange(m), np.r_[ps_final.first, ps_final.second])
     scores = lira_draw(ps_final, data["phi"], counts, variant, one_sided)
     out: dict = {"units": counts.size}
     for sub, code in SUBSETS.items():  # nan when no drawn model has another pair as shadows
@@ -93,23 +92,23 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
         r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
              else {"auc": np.nan, "tpr": np.nan})
         out[f"auc_{sub}"] = r["auc"]
-        if sub == "all":
-            out["tpr_low_all"] = r["tpr"]
+        if sub == "all":  # only where the negatives allow >= 10 false positives at LOW_FPR
+            out["tpr_low_all"] = r["tpr"] if tpr_supported(int((~keep).sum()), LOW_FPR) else np.nan
     for name, code in KINDS.items():
         sel = keep & (kind == code)[None]
-        out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw_drawn, sw)
-        out[f"fz_{name}"] = _fz(data["correct"], keep, mw_drawn, sw, kind == code)
+        out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw, sw)
+        out[f"fz_{name}"] = _fz(data["correct"], keep, mw, sw, kind == code)
     # accuracy on clean samples a model did not train on: the shadows' test accuracy
-    out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw_drawn, sw)
+    out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw, sw)
     if data.get("epoch_phi") is not None:
         e_auc, e_fit, e_flip, e_ood = [], [], [], []
         for e, ps in enumerate(ps_epochs):
             c = data["epoch_correct"][:, e]
             sc = lira_draw(ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
             e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size))["auc"] if sc else np.nan)
-            e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw_drawn, sw))
-            e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw_drawn, sw))
-            e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw_drawn, sw))
+            e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw, sw))
+            e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw, sw))
+            e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw, sw))
         out["epoch"] = {"fit": np.array(e_fit), "auc_all": np.array(e_auc),
                         "in_acc_flipped": np.array(e_flip), "in_acc_ood": np.array(e_ood)}
     return out
@@ -141,15 +140,22 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         out["equal_epochs"][key] = _summary(vals, _units(draws_a))
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
-    keys = ("auc_all", "in_acc_flipped", "in_acc_ood")
+    # the per-epoch attack sees the identity query only (the one recorded every epoch), so
+    # the equal-epoch figure that matched fit is compared with is its last epoch, not the
+    # all-queries auc_all above
+    vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]
+                     for a, b in zip(draws_a, draws_b)])
+    out["equal_epochs"]["auc_identity"] = _summary(vals, _units(draws_a))
+    keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
+            "in_acc_ood": "in_acc_ood"}  # output name -> per-epoch figure
     rows, fits, epochs = {k: [] for k in keys}, [], []
     for a, b in zip(draws_a, draws_b):
         ea, eb = a["epoch"], b["epoch"]
         target = common_fit(ea["fit"], eb["fit"])
         fits.append(target)
-        for k in keys:
-            va, pa = at_fit(ea["fit"], ea[k], target)
-            vb, pb = at_fit(eb["fit"], eb[k], target)
+        for k, fig in keys.items():
+            va, pa = at_fit(ea["fit"], ea[fig], target)
+            vb, pb = at_fit(eb["fit"], eb[fig], target)
             rows[k].append(va - vb)
         epochs.append((pa, pb))
     out["matched_fit"] = {k: _summary(np.array(v), _units(draws_a)) for k, v in rows.items()}
@@ -192,8 +198,3 @@ def _summary(vals: np.ndarray, n_units: int) -> dict:
     v = float(vals[0])
     lo, hi = bootstrap_normal_ci(v, vals[1:], n_units)
     return {"value": v if np.isfinite(v) else None, "lo": lo, "hi": hi}
-
-
-def supported_tpr(n_negatives: int, fpr: float = LOW_FPR) -> bool:
-    """Whether TPR at `fpr` has enough negatives behind it (see bnmem.roc.tpr_supported)."""
-    return tpr_supported(n_negatives, fpr)

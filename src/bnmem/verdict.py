@@ -5,7 +5,9 @@ above, -1: below). Evidence is a point estimate with an interval that either inc
 training randomness (shadow models resampled, or seeds) or does not (samples only).
 - reproduced: at matched fit, an interval with training randomness lies beyond the
   threshold in the claimed direction;
-- at equal epochs only (fit speed): that holds at equal epochs but not at matched fit;
+- at equal epochs only (fit speed): that holds at equal epochs but not at matched fit,
+  where an interval with training randomness was measured (else: "at equal epochs (no
+  matched-fit interval with training randomness)");
 - not reproduced: the interval with training randomness (at matched fit when measured,
   else at equal epochs) lies entirely on the other side of the threshold;
 - inconclusive: anything else, including evidence whose interval resamples samples only;
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 REPRODUCED = "reproduced"
 EQUAL_ONLY = "at equal epochs only (fit speed)"
-EQUAL_UNMATCHED = "at equal epochs (matched fit not measured)"
+EQUAL_UNMATCHED = "at equal epochs (no matched-fit interval with training randomness)"
 NOT_REPRODUCED = "not reproduced"
 INCONCLUSIVE = "inconclusive"
 NOT_MEASURED = "not measured"
@@ -62,7 +64,7 @@ def judge(equal: Evidence | None, matched: Evidence | None, direction: int = 1,
     if matched is not None and matched.usable and _beyond(matched, direction, threshold):
         return REPRODUCED
     if equal is not None and equal.usable and _beyond(equal, direction, threshold):
-        return EQUAL_ONLY if matched is not None else EQUAL_UNMATCHED
+        return EQUAL_ONLY if matched is not None and matched.usable else EQUAL_UNMATCHED
     decisive = matched if matched is not None else equal
     if decisive is not None and decisive.usable and _short(decisive, direction, threshold):
         return NOT_REPRODUCED
