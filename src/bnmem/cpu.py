@@ -73,12 +73,14 @@ def check(strict: bool = False) -> dict[str, str]:
     """What runs: {"level", "torch"} (torch's dispatch level, e.g. AVX2).
 
     With strict=True (the stages), a pinned level whose torch dispatch is not AVX2 raises
-    RuntimeError: torch was used before `pin()`, or ATEN_CPU_CAPABILITY was set otherwise.
+    RuntimeError: torch was used before `pin()` took effect. A user's own
+    ATEN_CPU_CAPABILITY (e.g. `default`) wins over the pin, as documented: no error then.
     """
     import torch
 
     lvl, torch_level = level(), torch.backends.cpu.get_cpu_capability()
-    if strict and lvl == "avx2" and torch_level != TORCH_CAPABILITY:
+    pinned = os.environ.get("ATEN_CPU_CAPABILITY", "").lower() == PIN["ATEN_CPU_CAPABILITY"]
+    if strict and lvl == "avx2" and pinned and torch_level != TORCH_CAPABILITY:
         raise RuntimeError(
             f"CPU kernels not pinned: torch dispatches {torch_level}, expected "
             f"{TORCH_CAPABILITY} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY')!r});"

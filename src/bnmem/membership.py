@@ -152,10 +152,9 @@ _JOB: tuple | None = None
 
 def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
-    (arm, rows), (data, ps, counts, weights, kind, variant, one_sided) = task, _JOB
-    eps = epoch_pairs(data[arm])
-    return [arm_draw(data[arm], ps[arm], eps, counts[r], weights[r], kind, variant, one_sided)
-            for r in rows]
+    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided) = task, _JOB
+    return [arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
+                     one_sided) for r in rows]
 
 
 def _resampled(cfg: Config, data: dict[str, dict], scores: dict, kind: np.ndarray,
@@ -173,7 +172,8 @@ def _resampled(cfg: Config, data: dict[str, dict], scores: dict, kind: np.ndarra
     one_sided = cfg.attack.offline_one_sided
 
     global _JOB  # read by forked workers: nothing is pickled but the results
-    _JOB = (data, ps, counts, weights, kind, variant, one_sided)
+    eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
+    _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided)
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     if workers > 1 and "fork" in mp.get_all_start_methods():
