@@ -34,7 +34,6 @@ from bnmem import native
 from bnmem.grads import grad_norms
 from bnmem.io import load_state
 from bnmem.pipeline import build, load_pool, tensors
-from bnmem.stacked import retain_heap
 from bnmem.train import batch_order, map_single_threaded
 
 
@@ -197,9 +196,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--definition", default="eval", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    retain_heap()  # as the grads stage does
+    native.setup_process(args.threads)  # threads (0: torch's default) and allocator
     if args.child:
         return child(args)
     model, meta, pool = load(args.pool, args.models, args.arm)

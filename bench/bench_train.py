@@ -22,7 +22,6 @@ import dataclasses
 import multiprocessing as mp
 import os
 import resource
-import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -160,22 +159,13 @@ def kernel_profile(arm: str, pool: str, peak1: float, steps: int = 20) -> str:
     """Microseconds per sample-model in each phase of the C step kernel (built with
     -DBNMEM_PROFILE into a temporary directory), 16 models x batch 64, 1 thread."""
     import ctypes
-    import shlex
-    import sysconfig
     import tempfile
-    from bnmem import cpu, native
-    from bnmem.stacked import StackedLeNet
+    from bnmem import native
+    from bnmem.stacked_lenet import StackedLeNet
     torch.set_num_threads(1)
     x, y, _ = load_data(pool)
-    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    with tempfile.TemporaryDirectory() as tmp:
-        lib_path = Path(tmp) / "lenet_train_profile.so"
-        subprocess.run([*cc, *native.FLAGS, *cpu.c_flags(), "-DREAL=float", "-DBNMEM_PROFILE",
-                        str(native.TRAIN_SOURCE), "-o", str(lib_path), "-lm"], check=True,
-                       capture_output=True)
-        lib = ctypes.CDLL(str(lib_path))
-    lib.lenet_train.restype = ctypes.c_int
-    lib.lenet_train.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 9
+    with tempfile.TemporaryDirectory() as tmp:  # the stage's build, plus the phase timers
+        lib = native.build("lenet_train", torch.float32, Path(tmp), defines=("BNMEM_PROFILE",))
     meta = model_meta(Config(arms=(arm,)), arm, 1, 28)
     net = StackedLeNet([build(meta, seed=j) for j in range(N_MODELS)], meta["norm"],
                        torch.device("cpu"))

@@ -7,10 +7,10 @@ import torch.nn.functional as F
 
 from bnmem import native
 from bnmem.models import LeNet
-from bnmem.stacked import StackedLeNet
+from bnmem.stacked_lenet import StackedLeNet, pad32
 from bnmem.train import BatchSigma, gamma_sigma_penalty
 
-pytestmark = pytest.mark.skipif(native._lib(torch.float64, native.TRAIN_SOURCE) is None,
+pytestmark = pytest.mark.skipif(native._lib(torch.float64, "lenet_train") is None,
                                 reason="no C compiler: the kernel is optional")
 BEFORE_BN = {"conv1.bias", "conv2.bias", "fc1.bias", "fc2.bias"}  # exactly 0 under BN
 
@@ -31,7 +31,7 @@ def _step(models, norm, x, y, rows, counts, lam=0.0, target=1.0):
     pad = (32 - x.shape[-1]) // 2
     net = StackedLeNet([copy.deepcopy(m) for m in models], norm, torch.device("cpu"))
     step = native.TrainStep.create(net.params, net.state, norm, F.pad(x, (pad,) * 4), y,
-                                   1e-5, 0.1, lam, target)
+                                   (1e-5,), (0.1,), lam, target)
     assert step is not None
     loss, pen = step(rows, counts)
     return net, loss, pen
@@ -139,13 +139,12 @@ def test_not_applicable_returns_none():
     net = StackedLeNet(models, "groupnorm", torch.device("cpu"))
     x = torch.zeros(4, 1, 32, 32, dtype=torch.float64)
     assert native.TrainStep.create(net.params, net.state, "groupnorm", x, torch.zeros(4),
-                                   1e-5, 0.1, 0.0, 0.0) is None
+                                   (1e-5,), (0.1,), 0.0, 0.0) is None
 
 
 @pytest.mark.parametrize("norm,c,size", [("none", 1, 28), ("batchnorm", 1, 28),
                                          ("batchnorm", 3, 32)])
 def test_forward_matches_eval_models(norm, c, size):
-    from bnmem.stacked import _pad32
     models = _models(norm, c, size, 3)
     gen = torch.Generator().manual_seed(3)
     for m in models:  # non-trivial running statistics
@@ -160,7 +159,7 @@ def test_forward_matches_eval_models(norm, c, size):
     real = native.lenet_forward
     native.lenet_forward = lambda *a: calls.append(1) or real(*a)
     try:
-        got = net.predict(x_hwc, x_pad=_pad32(x))
+        got = net.predict(x_hwc, x_pad=pad32(x))
     finally:
         native.lenet_forward = real
     assert calls and got is not None  # the C forward ran (not the PyTorch fallback)
@@ -174,7 +173,7 @@ def test_forward_matches_eval_models(norm, c, size):
         net.params["fc2.weight"][1, 0, 0] = float("inf")
         models[1].fc2.weight[0, 0] = float("inf")
         want_bad = models[1](x)
-    bad = net.predict(x_hwc, x_pad=_pad32(x))
+    bad = net.predict(x_hwc, x_pad=pad32(x))
     assert torch.equal(torch.isnan(bad[1]), torch.isnan(want_bad))
     assert torch.equal(torch.isinf(bad[1]), torch.isinf(want_bad))
     assert not torch.isfinite(bad[1]).all() and torch.isfinite(bad[0, keep]).all()

@@ -8,7 +8,8 @@ import torch
 from bnmem.config import Config
 from bnmem.data import preprocess
 from bnmem.pipeline import build, fit, model_meta
-from bnmem.stacked import stack_states, train_stack, unstack_states
+from bnmem.stacked import predict_states, train_stack
+from bnmem.stacked_lenet import stack_states, unstack_states
 from bnmem.train import predict
 
 N, K = 101, 3  # odd pool: subsets of 50 and 51 samples, so batch sizes differ by one
@@ -88,7 +89,7 @@ def test_kernel_is_used(monkeypatch):
                         lambda self, *a: calls.append(1) or real(self, *a))
     cfg, meta, x, y, keep = _setup("batchnorm", epochs=1)
     train_stack(cfg, "batchnorm", x, y, keep, meta, [1, 2, 3], [4, 5, 6])
-    assert len(calls) == (4 if native._lib(torch.float32, native.TRAIN_SOURCE) else 0)
+    assert len(calls) == (4 if native._lib(torch.float32, "lenet_train") else 0)
 
 
 def test_workers_and_small_stacks():
@@ -196,3 +197,12 @@ def test_tracked_eval_logits_match_the_trained_models(arm):
         torch.testing.assert_close(tracked[j][-1], predict(model, x), atol=1e-4, rtol=1e-4)
         for n in states[j]:
             torch.testing.assert_close(states[j][n], plain[j][n], atol=0, rtol=0)
+
+
+def test_predict_states_without_the_kernel(monkeypatch):
+    # BNMEM_NATIVE=0: the PyTorch eval path (it once crashed when the C forward was off)
+    cfg, meta, x, y, keep = _setup("batchnorm", epochs=1)
+    states, _, _ = train_stack(cfg, "batchnorm", x, y, keep, meta, [1, 2, 3], [4, 5, 6])
+    with_kernel = predict_states(meta, states, x)
+    monkeypatch.setenv("BNMEM_NATIVE", "0")
+    torch.testing.assert_close(predict_states(meta, states, x), with_kernel, atol=1e-4, rtol=1e-4)

@@ -260,7 +260,8 @@ def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, 
     """Load each state dict into `model` in turn; norms under both definitions.
 
     With other_every=False a BN model gets the non-configured definition at the final
-    checkpoint only (earlier rows are NaN): the batch definition costs ~6x eval.
+    checkpoint only (earlier rows are NaN): the batch definition costs several times eval
+    (BENCHMARKS.md, bench_grads).
 
     Returns ({"eval": [E, N], "batch": [E, N]}, the last state's GradNorms under
     `definition`, which carries the per-layer norms). Without BN the batch rows are the

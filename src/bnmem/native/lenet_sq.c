@@ -20,25 +20,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef REAL
-#define REAL float
-#endif
-typedef REAL real;
+#include "lenet.h"
 
-#define C1 6
-#define H1 28
-#define P1 14
-#define C2 16
-#define H2 10
-#define P2 5
-#define F1 120
-#define F2 84
-#define IN1 (C2 * P2 * P2)
-
-/* GCC/Clang vector extension: 32 bytes (AVX) of `real`; unaligned loads via memcpy */
-typedef real vec __attribute__((vector_size(32)));
-#define VL ((int)(32 / sizeof(real)))
-#define NV (C2 / VL)
+/* conv2's 16 output channels of a position as NV vectors; unaligned loads via memcpy */
+#define NV (C2 / L)
 static inline vec loadv(const real *p) {
     vec v;
     memcpy(&v, p, sizeof v);
@@ -101,10 +86,10 @@ static void one(int C, int K, const real *xp, int64_t y, const real *w1, const r
                 const real *w2t, const real *w2, const real *b2, const real *w3,
                 const real *b3, const real *w4, const real *b4, const real *w5,
                 const real *b5, const real *const *bn, double *out) {
-    real z1[C1][H1][H1], p1[C1][P1][P1], z2[C2][H2 * H2], p2[IN1];
+    real z1[C1][H1][H1], p1[C1][P1][P1], z2[C2][H2 * H2], p2[F0];
     unsigned char a1[C1][P1 * P1], a2[C2][P2 * P2];
     real z3[F1], h3[F1], r3[F1], z4[F2], h4[F2], r4[F2], z5[256], d5[256];
-    real dz4[F2], dz3[F1], dp2[IN1], dp1[C1][P1][P1];
+    real dz4[F2], dz3[F1], dp2[F0], dp1[C1][P1][P1];
     real g1[C1][3 * 25], g2[C2][C1 * 25];
     const int bnon = bn != 0;
     memset(out, 0, 9 * sizeof(double));
@@ -129,23 +114,23 @@ static void one(int C, int K, const real *xp, int64_t y, const real *w1, const r
     for (int oy = 0; oy < H2; oy++)
         for (int ox = 0; ox < H2; ox++) {
             vec acc[NV];
-            for (int v = 0; v < NV; v++) acc[v] = loadv(b2 + v * VL);
+            for (int v = 0; v < NV; v++) acc[v] = loadv(b2 + v * L);
             for (int c = 0; c < C1; c++)
                 for (int ky = 0; ky < 5; ky++)
                     for (int kx = 0; kx < 5; kx++) {
                         real a = p1[c][oy + ky][ox + kx];
                         const real *wr = w2t + ((c * 5 + ky) * 5 + kx) * C2;
-                        for (int v = 0; v < NV; v++) acc[v] += loadv(wr + v * VL) * a;
+                        for (int v = 0; v < NV; v++) acc[v] += loadv(wr + v * L) * a;
                     }
             for (int v = 0; v < NV; v++)
-                for (int l = 0; l < VL; l++) z2[v * VL + l][oy * H2 + ox] = acc[v][l];
+                for (int l = 0; l < L; l++) z2[v * L + l][oy * H2 + ox] = acc[v][l];
         }
     for (int o = 0; o < C2; o++)
         pool_plane(z2[o], H2, bnon ? bn[4][o] : 1, bnon ? bn[5][o] : 0, p2 + o * P2 * P2, a2[o]);
     /* fully connected layers */
     for (int k = 0; k < F1; k++) {
         real s = b3[k];
-        for (int m = 0; m < IN1; m++) s += w3[k * IN1 + m] * p2[m];
+        for (int m = 0; m < F0; m++) s += w3[k * F0 + m] * p2[m];
         z3[k] = s;
         h3[k] = bnon ? bn[8][k] * s + bn[9][k] : s;
         r3[k] = h3[k] > 0 ? h3[k] : 0;
@@ -180,12 +165,12 @@ static void one(int C, int K, const real *xp, int64_t y, const real *w1, const r
     out[6] = dense_back(F2, K, w5, d5, h4, z4, bnon ? bn + 12 : &none, &out[7], dz4)
              * (sumsq(r3, F1) + 1);
     out[4] = dense_back(F1, F2, w4, dz4, h3, z3, bnon ? bn + 8 : &none, &out[5], dz3)
-             * (sumsq(p2, IN1) + 1);
-    for (int m = 0; m < IN1; m++) dp2[m] = 0;
+             * (sumsq(p2, F0) + 1);
+    for (int m = 0; m < F0; m++) dp2[m] = 0;
     for (int k = 0; k < F1; k++) {
         real d = dz3[k];
-        const real *wr = w3 + k * IN1;
-        for (int m = 0; m < IN1; m++) dp2[m] += wr[m] * d;
+        const real *wr = w3 + k * F0;
+        for (int m = 0; m < F0; m++) dp2[m] += wr[m] * d;
     }
 
     /* conv2 level: only each pooled position's argmax carries gradient */
@@ -251,11 +236,11 @@ int lenet_sq(int n, int C, int K, const real *x, const int64_t *y, const real *w
              const real *b1, const real *w2t, const real *w2, const real *b2,
              const real *w3, const real *b3, const real *w4, const real *b4,
              const real *w5, const real *b5, const real *const *bn, double *out) {
-    if (C < 1 || C > 3 || K < 1 || K > 256) return 1;
+    if (C < 1 || C > 3 || K < 1 || K > 256) return E_SHAPE;
     for (int i = 0; i < n; i++) {
-        if (y[i] < 0 || y[i] >= K) return 2;
+        if (y[i] < 0 || y[i] >= K) return E_LABEL;
         one(C, K, x + (int64_t)i * C * 1024, y[i], w1, b1, w2t, w2, b2, w3, b3, w4, b4, w5,
             b5, bn, out + (int64_t)i * 9);
     }
-    return 0;
+    return OK;
 }

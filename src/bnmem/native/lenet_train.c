@@ -9,21 +9,27 @@
  * lanes, and no gradient needs a horizontal sum except the weight gradients (once per
  * weight). Lanes past the batch's real samples are zero inputs whose gradients are masked.
  *
- * Per model k (pointer tables, row-major as torch's contiguous tensors):
- *   P[k*18 + i]  parameters in LeNet's named_parameters order: conv1.weight [6, C, 5, 5],
- *                conv1.bias, norm1.weight, norm1.bias, conv2.weight [16, 6, 5, 5],
- *                conv2.bias, norm2.*, fc1.weight [120, 400], fc1.bias, norm3.*,
- *                fc2.weight [84, 120], fc2.bias, norm4.*, fc3.weight [NC, 84], fc3.bias;
- *                the norm slots are NULL without BN.
- *   G[k*18 + i]  their gradients (overwritten).
- *   R[k*8 + i]   running mean, running var of norm1..norm4 (updated in place), or NULL.
+ * Per model k (pointer tables, row-major as torch's contiguous tensors; slots: lenet.h):
+ *   P[k*NSLOT + slot]  parameters in LeNet's named_parameters order: conv1.weight
+ *                [6, C, 5, 5], conv1.bias, norm1.weight, norm1.bias, conv2.weight
+ *                [16, 6, 5, 5], conv2.bias, norm2.*, fc1.weight [120, 400], fc1.bias,
+ *                norm3.*, fc2.weight [84, 120], fc2.bias, norm4.*, fc3.weight [NC, 84],
+ *                fc3.bias; the norm slots are NULL without BN.
+ *   G[k*NSLOT + slot]  their gradients (overwritten).
+ *   R[k*NRUNNING + i]  running mean, running var of norm1..norm4 (updated in place), or NULL.
  *   idx[k*bmax + b], b < cnt[k]: the batch's rows of xpool [N, C, 32, 32] (already padded
  *                to 32 x 32) and ypool [N].
  *   hyper: eps, momentum (running statistics), lam, target (double).
  *   Every count and label is checked before any model is touched.
  *   out[2k], out[2k+1]: the batch's mean loss and the penalty (without lam).
- * Returns 0, or 1 (bad shape or count), 2 (label out of range), 3 (out of memory), 4 (a
- * BatchNorm batch of one sample, which PyTorch also refuses).
+ * Returns an enum status (lenet.h): E_SHAPE (bad shape or count), E_LABEL (label out of
+ * range), E_MEMORY, E_BN_BATCH_OF_ONE (batch statistics of one sample, which PyTorch also
+ * refuses).
+ *
+ * one_model is one function on purpose: split into phase functions, gcc inlines the
+ * helpers differently (its inlining budget is per unit), and with -fassociative-math the
+ * BN sums round differently, which changes every trained model; its PHASE marks name the
+ * phases instead.
  * Max-pool ties go to the first position in row-major order, as in PyTorch.
  */
 #include <math.h>
@@ -31,31 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef REAL
-#define REAL float
-#endif
-typedef REAL real;
-typedef real vec __attribute__((vector_size(32)));
-#define ITYPE_float int32_t
-#define ITYPE_double int64_t
-#define CAT(a, b) a##b
-#define ITYPE(r) CAT(ITYPE_, r)
-typedef ITYPE(REAL) ivec __attribute__((vector_size(32)));  /* lane masks of a comparison */
-#define L ((int)(32 / sizeof(real)))
-
-#define C1 6
-#define H1 28
-#define Q1 (H1 * H1)
-#define P1 14
-#define S1 (P1 * P1)
-#define C2 16
-#define H2 10
-#define Q2 (H2 * H2)
-#define P2 5
-#define F0 (C2 * P2 * P2)
-#define F1 120
-#define F2 84
-#define NBN (C1 + C2 + F1 + F2)
+#include "lenet_lanes.h"
 
 /* -DBNMEM_PROFILE: seconds per phase, summed over calls, read with lenet_train_profile */
 #ifdef BNMEM_PROFILE
@@ -71,25 +53,6 @@ void lenet_train_profile(double *out) { memcpy(out, prof_s, sizeof prof_s); }
 #define MARK()
 #define PHASE(i)
 #endif
-
-/* Keep v in a register, so that one load feeds several FMAs (gcc otherwise folds the load
- * into each FMA as a memory operand, and the loads, not the FMAs, bound the loop). */
-#define REG(v) __asm__("" : "+x"(v))
-
-static inline vec sel(ivec m, vec a, vec b) { return (vec)(((ivec)a & m) | ((ivec)b & ~m)); }
-/* relu's backward as PyTorch's threshold_backward: g where the output is not <= 0 (NaN passes) */
-static inline vec relu_mask(vec out, vec g) { return sel(~(out <= 0), g, (vec){}); }
-
-static inline double hsum(vec v) {
-    double s = 0;
-    for (int l = 0; l < L; l++) s += v[l];
-    return s;
-}
-
-/* One BN layer's batch statistics and the per-channel constants of its forward/backward. */
-typedef struct {
-    double mean, inv, scale, shift, gsig, ggam;  /* gsig, ggam: penalty gradients */
-} bnc;
 
 /* Statistics of nf features over npos positions of every group (stride between groups
  * `gs` vectors, feature f at f * fs); masked lanes excluded; n real samples. */
@@ -151,25 +114,6 @@ static void bn_back(vec *gy, const vec *z, int groups, int gs, int fs, int f, in
     }
 }
 
-/* 2x2 max-pool of h = s*z + t on an H x H plane, then relu; argmax index 0..3 per lane
- * (first of equal values, as PyTorch). */
-static void pool(const vec *z, int h, real s, real t, vec *p, ivec *arg) {
-    int hp = h / 2;
-    for (int i = 0; i < hp; i++)
-        for (int j = 0; j < hp; j++) {
-            const vec *r0 = z + 2 * i * h + 2 * j, *r1 = r0 + h;
-            vec v0 = s * r0[0] + t, v1 = s * r0[1] + t, v2 = s * r1[0] + t, v3 = s * r1[1] + t;
-            vec m = v0;
-            ivec a = {}, c;
-            /* as PyTorch: a NaN wins the window (v != v), relu keeps NaN (!(m <= 0)) */
-            c = (v1 > m) | (v1 != v1); m = sel(c, v1, m); a = (a & ~c) | (c & 1);
-            c = (v2 > m) | (v2 != v2); m = sel(c, v2, m); a = (a & ~c) | (c & 2);
-            c = (v3 > m) | (v3 != v3); m = sel(c, v3, m); a = (a & ~c) | (c & 3);
-            p[i * hp + j] = sel(~(m <= 0), m, (vec){});
-            arg[i * hp + j] = a;
-        }
-}
-
 /* Gradient at the pool's input positions (dense H x H plane) from dp at its output. */
 static void unpool(const vec *dp, const vec *p, const ivec *arg, int h, vec *gz) {
     int hp = h / 2;
@@ -183,39 +127,6 @@ static void unpool(const vec *dp, const vec *p, const ivec *arg, int h, vec *gz)
             r1[0] = sel(a == 2, g, (vec){});
             r1[1] = sel(a == 3, g, (vec){});
         }
-}
-
-/* out[g][k] = b[k] + sum_m w[k][m] in[g][m] for groups g0 .. g0+GB-1, four k per step */
-static inline void dense_fwd_block(int GB, int g0, int nin, int nout, const real *w,
-                                   const real *b, const vec *in, vec *out) {
-    int k = 0;
-    for (; k + 4 <= nout; k += 4) {
-        vec a[2][4];
-        for (int j = 0; j < GB; j++)
-            for (int i = 0; i < 4; i++) a[j][i] = (vec){} + b[k + i];
-        const real *wk = w + (size_t)k * nin;
-        for (int m = 0; m < nin; m++)
-            for (int j = 0; j < GB; j++) {
-                vec u = in[(g0 + j) * nin + m];
-                REG(u);
-                for (int i = 0; i < 4; i++) a[j][i] += u * wk[i * nin + m];
-            }
-        for (int j = 0; j < GB; j++)
-            for (int i = 0; i < 4; i++) out[(g0 + j) * nout + k + i] = a[j][i];
-    }
-    for (; k < nout; k++)
-        for (int j = 0; j < GB; j++) {
-            vec a = (vec){} + b[k];
-            for (int m = 0; m < nin; m++) a += in[(g0 + j) * nin + m] * w[(size_t)k * nin + m];
-            out[(g0 + j) * nout + k] = a;
-        }
-}
-
-static void dense_fwd(int groups, int nin, int nout, const real *w, const real *b,
-                      const vec *in, vec *out) {
-    int g = 0;
-    for (; g + 2 <= groups; g += 2) dense_fwd_block(2, g, nin, nout, w, b, in, out);
-    if (g < groups) dense_fwd_block(1, g, nin, nout, w, b, in, out);
 }
 
 /* da[g][m] = sum_k w[k][m] d[g][k] for groups g0 .. g0+GB-1, four m per step */
@@ -335,15 +246,6 @@ static inline void conv_wgrad(int nout, int nin, int ho, int ws, const vec *src,
             }
 }
 
-/* Train-mode BN (or nothing) then relu on dense features z [groups][nf] -> r. */
-static void bn_relu_dense(int groups, int nf, const vec *z, const bnc *c, vec *r) {
-    for (int g = 0; g < groups; g++)
-        for (int f = 0; f < nf; f++) {
-            vec h = c ? (real)c[f].scale * z[g * nf + f] + (real)c[f].shift : z[g * nf + f];
-            r[g * nf + f] = sel(~(h <= 0), h, (vec){});  /* relu; NaN stays NaN */
-        }
-}
-
 static void penalty(const real *gamma, bnc *c, int nf, double lam, double target, double *pen) {
     for (int f = 0; f < nf; f++) {
         double sigma = 1 / c[f].inv, ag = fabs((double)gamma[f]), r = ag / sigma - target;
@@ -353,62 +255,6 @@ static void penalty(const real *gamma, bnc *c, int nf, double lam, double target
         c[f].ggam = lam * 2 * r * sgn / sigma / NBN;
         c[f].gsig = -lam * 2 * r * ag / (sigma * sigma) / NBN;
     }
-}
-
-/* z [6][28][28] = conv1(x [C][32][32]) + b1, one group: two positions x six channels per
- * step, each input loaded once. */
-static void conv1_fwd(int C, const real *w1, const real *b1, const vec *xg, vec *zg) {
-    for (int oy = 0; oy < H1; oy++)
-        for (int ox = 0; ox < H1; ox += 2) {
-            vec u[C1], v[C1];
-            for (int o = 0; o < C1; o++) u[o] = v[o] = (vec){} + b1[o];
-            for (int c = 0; c < C; c++)
-                for (int ky = 0; ky < 5; ky++)
-                    for (int kx = 0; kx < 5; kx++) {
-                        const vec *xr = xg + c * 1024 + (oy + ky) * 32 + ox + kx;
-                        vec s = xr[0], t = xr[1];
-                        REG(s);
-                        REG(t);
-                        for (int o = 0; o < C1; o++) {
-                            real w = w1[((o * C + c) * 5 + ky) * 5 + kx];
-                            u[o] += s * w;
-                            v[o] += t * w;
-                        }
-                    }
-            for (int o = 0; o < C1; o++) {
-                zg[o * Q1 + oy * H1 + ox] = u[o];
-                zg[o * Q1 + oy * H1 + ox + 1] = v[o];
-            }
-        }
-}
-
-/* z [16][10][10] = conv2(p [6][14][14]) + b2, one group: five positions x two channels
- * per step. */
-static void conv2_fwd(const real *w2, const real *b2, const vec *pg, vec *zg) {
-    for (int o = 0; o < C2; o += 2)
-        for (int oy = 0; oy < H2; oy++)
-            for (int ox = 0; ox < H2; ox += 5) {
-                vec a0[5], a1[5];
-                for (int j = 0; j < 5; j++) a0[j] = (vec){} + b2[o], a1[j] = (vec){} + b2[o + 1];
-                for (int c = 0; c < C1; c++)
-                    for (int ky = 0; ky < 5; ky++) {
-                        const vec *u = pg + c * S1 + (oy + ky) * P1 + ox;
-                        const real *w0 = w2 + ((o * C1 + c) * 5 + ky) * 5, *w1 = w0 + C1 * 25;
-                        for (int kx = 0; kx < 5; kx++) {
-                            vec wa = (vec){} + w0[kx], wb = (vec){} + w1[kx];
-                            for (int j = 0; j < 5; j++) {
-                                vec t = u[j + kx];
-                                REG(t);
-                                a0[j] += t * wa;
-                                a1[j] += t * wb;
-                            }
-                        }
-                    }
-                for (int j = 0; j < 5; j++) {
-                    zg[o * Q2 + oy * H2 + ox + j] = a0[j];
-                    zg[(o + 1) * Q2 + oy * H2 + ox + j] = a1[j];
-                }
-            }
 }
 
 /* dp[c][y][x] = sum over o, ky, kx of gz[o][y - ky][x - kx] w2[o][c][ky][kx]: the gradient
@@ -449,22 +295,25 @@ static void conv2_igrad(const vec *gz, const real *w2, vec *gp, vec *dp) {
     }
 }
 
+/* One model's gradients on its batch of n rows (lenet_train's arguments for model k). */
 static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpool,
                      const int64_t *ypool, real *const *P, real *const *G, real *const *R,
                      const double *hyper, double *out) {
-    const int bn = P[2] != 0, groups = (n + L - 1) / L;
+    const int bn = P[NORM1_WEIGHT] != 0, groups = (n + L - 1) / L;
     const double eps = hyper[0], mom = hyper[1], lam = hyper[2], target = hyper[3];
-    /* workspace, in vectors */
-    size_t nx = (size_t)C * 1024, sizes[] = {
-        nx, C1 * Q1, C1 * S1, C1 * S1, C2 * Q2, F0, F0, F1, F1, F2, F2, NC, C1 * Q1, C1 * S1,
-        C2 * Q2, F0, F1, F2, 1, F0};
+    /* workspace, in vectors: buffer i holds sizes[i] per group, in enum order */
     enum { X, Z1, PP1, A1, Z2, PP2, A2, Z3, R3, Z4, R4, Z5, GZ1, DP1, GZ2, DP2, DZ3, DZ4, MK, AT, NB };
+    size_t nx = (size_t)C * 1024, sizes[NB] = {
+        [X] = nx, [Z1] = C1 * Q1, [PP1] = C1 * S1, [A1] = C1 * S1, [Z2] = C2 * Q2, [PP2] = F0,
+        [A2] = F0, [Z3] = F1, [R3] = F1, [Z4] = F2, [R4] = F2, [Z5] = NC, [GZ1] = C1 * Q1,
+        [DP1] = C1 * S1, [GZ2] = C2 * Q2, [DP2] = F0, [DZ3] = F1, [DZ4] = F2, [MK] = 1,
+        [AT] = F0};
     vec *buf[NB];
     size_t total = 0;
     for (int i = 0; i < NB; i++) total += sizes[i] * groups;
     size_t fixed = C2 * C1 * 25 + C1 * 3 * 25 + C2 * H2 * (H2 + 2);
     vec *mem = aligned_alloc(32, (total + fixed) * sizeof(vec));
-    if (!mem) return 3;
+    if (!mem) return E_MEMORY;
     vec *acc2 = mem, *acc1 = acc2 + C2 * C1 * 25;
     vec *gp = acc1 + C1 * 3 * 25;  /* conv2_igrad's padded rows */
     buf[0] = gp + C2 * H2 * (H2 + 2);
@@ -475,8 +324,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     vec *gz1 = buf[GZ1], *dp1 = buf[DP1], *gz2 = buf[GZ2], *dp2 = buf[DP2];
     vec *dz3 = buf[DZ3], *dz4 = buf[DZ4], *mk = buf[MK];
     real *at = (real *)buf[AT];  /* sample-major copy of a dense layer's input */
-    const real *w1 = P[0], *b1 = P[1], *w2 = P[4], *b2 = P[5], *w3 = P[8], *b3 = P[9];
-    const real *w4 = P[12], *b4 = P[13], *w5 = P[16], *b5 = P[17];
+    const real *w1 = P[CONV1_WEIGHT], *b1 = P[CONV1_BIAS], *w2 = P[CONV2_WEIGHT], *b2 = P[CONV2_BIAS], *w3 = P[FC1_WEIGHT], *b3 = P[FC1_BIAS];
+    const real *w4 = P[FC2_WEIGHT], *b4 = P[FC2_BIAS], *w5 = P[FC3_WEIGHT], *b5 = P[FC3_BIAS];
     int64_t y[groups * L];
     bnc c1[C1], c2[C2], c3[F1], c4[F2];
     double pen = 0;
@@ -498,8 +347,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     for (int g = 0; g < groups; g++) conv1_fwd(C, w1, b1, x + g * nx, z1 + g * C1 * Q1);
     PHASE(1);  /* conv1 */
     if (bn) {
-        bn_stats(z1, groups, C1 * Q1, C1, Q1, Q1, mk, n, P[2], P[3], R[0], R[1], eps, mom, c1);
-        penalty(P[2], c1, C1, lam, target, &pen);
+        bn_stats(z1, groups, C1 * Q1, C1, Q1, Q1, mk, n, P[NORM1_WEIGHT], P[NORM1_BIAS], R[NORM1_RUNNING_MEAN], R[NORM1_RUNNING_VAR], eps, mom, c1);
+        penalty(P[NORM1_WEIGHT], c1, C1, lam, target, &pen);
     }
     PHASE(2);  /* bn1 stats */
     /* pool1, conv2 */
@@ -512,8 +361,8 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     }
     PHASE(3);  /* pool1 + conv2 */
     if (bn) {
-        bn_stats(z2, groups, C2 * Q2, C2, Q2, Q2, mk, n, P[6], P[7], R[2], R[3], eps, mom, c2);
-        penalty(P[6], c2, C2, lam, target, &pen);
+        bn_stats(z2, groups, C2 * Q2, C2, Q2, Q2, mk, n, P[NORM2_WEIGHT], P[NORM2_BIAS], R[NORM2_RUNNING_MEAN], R[NORM2_RUNNING_VAR], eps, mom, c2);
+        penalty(P[NORM2_WEIGHT], c2, C2, lam, target, &pen);
     }
     for (int g = 0; g < groups; g++)
         for (int o = 0; o < C2; o++)
@@ -523,14 +372,14 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     /* fully connected layers */
     dense_fwd(groups, F0, F1, w3, b3, p2, z3);
     if (bn) {
-        bn_stats(z3, groups, F1, F1, 1, 1, mk, n, P[10], P[11], R[4], R[5], eps, mom, c3);
-        penalty(P[10], c3, F1, lam, target, &pen);
+        bn_stats(z3, groups, F1, F1, 1, 1, mk, n, P[NORM3_WEIGHT], P[NORM3_BIAS], R[NORM3_RUNNING_MEAN], R[NORM3_RUNNING_VAR], eps, mom, c3);
+        penalty(P[NORM3_WEIGHT], c3, F1, lam, target, &pen);
     }
     bn_relu_dense(groups, F1, z3, bn ? c3 : 0, r3);
     dense_fwd(groups, F1, F2, w4, b4, r3, z4);
     if (bn) {
-        bn_stats(z4, groups, F2, F2, 1, 1, mk, n, P[14], P[15], R[6], R[7], eps, mom, c4);
-        penalty(P[14], c4, F2, lam, target, &pen);
+        bn_stats(z4, groups, F2, F2, 1, 1, mk, n, P[NORM4_WEIGHT], P[NORM4_BIAS], R[NORM4_RUNNING_MEAN], R[NORM4_RUNNING_VAR], eps, mom, c4);
+        penalty(P[NORM4_WEIGHT], c4, F2, lam, target, &pen);
     }
     bn_relu_dense(groups, F2, z4, bn ? c4 : 0, r4);
     dense_fwd(groups, F2, NC, w5, b5, r4, z5);
@@ -562,17 +411,17 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
 
     PHASE(6);  /* loss */
     /* backward: dense layers; relu and BN in place on the input gradients */
-    dense_back(groups, F2, NC, w5, z5, r4, G[16], G[17], dz4, at);
+    dense_back(groups, F2, NC, w5, z5, r4, G[FC3_WEIGHT], G[FC3_BIAS], dz4, at);
     for (int j = 0; j < groups * F2; j++) dz4[j] = relu_mask(r4[j], dz4[j]);
     if (bn)
         for (int f = 0; f < F2; f++)
-            bn_back(dz4, z4, groups, F2, 1, f, 1, mk, n, &c4[f], &G[14][f], &G[15][f]);
-    dense_back(groups, F1, F2, w4, dz4, r3, G[12], G[13], dz3, at);
+            bn_back(dz4, z4, groups, F2, 1, f, 1, mk, n, &c4[f], &G[NORM4_WEIGHT][f], &G[NORM4_BIAS][f]);
+    dense_back(groups, F1, F2, w4, dz4, r3, G[FC2_WEIGHT], G[FC2_BIAS], dz3, at);
     for (int j = 0; j < groups * F1; j++) dz3[j] = relu_mask(r3[j], dz3[j]);
     if (bn)
         for (int f = 0; f < F1; f++)
-            bn_back(dz3, z3, groups, F1, 1, f, 1, mk, n, &c3[f], &G[10][f], &G[11][f]);
-    dense_back(groups, F0, F1, w3, dz3, p2, G[8], G[9], dp2, at);
+            bn_back(dz3, z3, groups, F1, 1, f, 1, mk, n, &c3[f], &G[NORM3_WEIGHT][f], &G[NORM3_BIAS][f]);
+    dense_back(groups, F0, F1, w3, dz3, p2, G[FC1_WEIGHT], G[FC1_BIAS], dp2, at);
     PHASE(7);  /* fc backward */
     /* conv2 level: pool2 and relu, BN2, then weight and input gradients */
     for (int g = 0; g < groups; g++)
@@ -581,10 +430,10 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                    a2 + g * F0 + o * P2 * P2, H2, gz2 + (g * C2 + o) * Q2);
     if (bn)
         for (int f = 0; f < C2; f++)
-            bn_back(gz2, z2, groups, C2 * Q2, Q2, f, Q2, mk, n, &c2[f], &G[6][f], &G[7][f]);
+            bn_back(gz2, z2, groups, C2 * Q2, Q2, f, Q2, mk, n, &c2[f], &G[NORM2_WEIGHT][f], &G[NORM2_BIAS][f]);
     PHASE(8);  /* unpool2 + bn2 backward */
     memset(acc2, 0, sizeof(vec) * C2 * C1 * 25);
-    bias_grad(gz2, groups, C2, Q2, G[5]);
+    bias_grad(gz2, groups, C2, Q2, G[CONV2_BIAS]);
     for (int g = 0; g < groups; g++) {
         const vec *pg = p1 + g * C1 * S1, *gg = gz2 + g * C2 * Q2;
         vec *dg = dp1 + g * C1 * S1;
@@ -593,7 +442,7 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
         conv2_igrad(gg, w2, gp, dg);
         PHASE(10);  /* conv2 input grad */
     }
-    for (int j = 0; j < C2 * C1 * 25; j++) G[4][j] = (real)hsum(acc2[j]);
+    for (int j = 0; j < C2 * C1 * 25; j++) G[CONV2_WEIGHT][j] = (real)hsum(acc2[j]);
     /* conv1 level: pool1 and relu, BN1 (needs sums over every group), weight gradients */
     for (int g = 0; g < groups; g++)
         for (int o = 0; o < C1; o++)
@@ -601,83 +450,36 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
                    gz1 + (g * C1 + o) * Q1);
     if (bn)
         for (int f = 0; f < C1; f++)
-            bn_back(gz1, z1, groups, C1 * Q1, Q1, f, Q1, mk, n, &c1[f], &G[2][f], &G[3][f]);
+            bn_back(gz1, z1, groups, C1 * Q1, Q1, f, Q1, mk, n, &c1[f], &G[NORM1_WEIGHT][f], &G[NORM1_BIAS][f]);
     PHASE(11);  /* unpool1 + bn1 backward */
     memset(acc1, 0, sizeof(vec) * C1 * C * 25);
-    bias_grad(gz1, groups, C1, Q1, G[1]);
+    bias_grad(gz1, groups, C1, Q1, G[CONV1_BIAS]);
     for (int g = 0; g < groups; g++) {
         const vec *xg = x + g * nx, *gg = gz1 + g * C1 * Q1;
         conv_wgrad(C1, C, H1, 32, xg, gg, acc1);
     }
     PHASE(12);  /* conv1 weight grad */
-    for (int j = 0; j < C1 * C * 25; j++) G[0][j] = (real)hsum(acc1[j]);
+    for (int j = 0; j < C1 * C * 25; j++) G[CONV1_WEIGHT][j] = (real)hsum(acc1[j]);
     free(mem);
-    return 0;
+    return OK;
 }
 
 int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_t *idx,
                 const real *xpool, const int64_t *ypool, const double *hyper, real *const *P,
                 real *const *G, real *const *R, double *out) {
-    if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
+    if (C < 1 || C > 3 || NC < 1 || NC > 256) return E_SHAPE;
     for (int k = 0; k < K; k++) {
-        if (cnt[k] < 1 || cnt[k] > bmax) return 1;
-        if (P[18 * k + 2] && cnt[k] < 2) return 4;  /* batch statistics of one sample */
+        if (cnt[k] < 1 || cnt[k] > bmax) return E_SHAPE;
+        if (P[NSLOT * k + NORM1_WEIGHT] && cnt[k] < 2) return E_BN_BATCH_OF_ONE;
         for (int64_t i = 0; i < cnt[k]; i++) {
             int64_t yy = ypool[idx[(int64_t)k * bmax + i]];
-            if (yy < 0 || yy >= NC) return 2;
+            if (yy < 0 || yy >= NC) return E_LABEL;
         }
     }
     for (int k = 0; k < K; k++) {
         int code = one_model((int)cnt[k], C, NC, idx + (int64_t)k * bmax, xpool, ypool,
-                             P + 18 * k, G + 18 * k, R + 8 * k, hyper, out + 2 * k);
+                             P + NSLOT * k, G + NSLOT * k, R + NRUNNING * k, hyper, out + 2 * k);
         if (code) return code;
     }
-    return 0;
-}
-
-/* Eval-mode logits of K LeNets without norm layers (eval BN folded into the weights by the
- * caller) on the same inputs x [n, C, 32, 32]: out [K, n, NC]. P as for lenet_train, norm
- * slots unused. 64 samples at a time, transposed to lanes once for all K models. */
-int lenet_forward(int K, int n, int C, int NC, const real *x, real *const *P, real *out) {
-    if (C < 1 || C > 3 || NC < 1 || NC > 256) return 1;
-    enum { CH = 8 };  /* groups per chunk */
-    size_t nx = (size_t)C * 1024;
-    size_t per = nx + C1 * Q1 + 2 * C1 * S1 + C2 * Q2 + 2 * F0 + 2 * F1 + 2 * F2 + NC;
-    vec *mem = aligned_alloc(32, per * CH * sizeof(vec));
-    if (!mem) return 3;
-    vec *xs = mem, *z1 = xs + nx * CH, *p1 = z1 + C1 * Q1 * CH, *a1 = p1 + C1 * S1 * CH;
-    vec *z2 = a1 + C1 * S1 * CH, *p2 = z2 + C2 * Q2 * CH, *a2 = p2 + F0 * CH, *z3 = a2 + F0 * CH;
-    vec *r3 = z3 + F1 * CH, *z4 = r3 + F1 * CH, *r4 = z4 + F2 * CH, *z5 = r4 + F2 * CH;
-    for (int i0 = 0; i0 < n; i0 += CH * L) {
-        int nb = n - i0 < CH * L ? n - i0 : CH * L, groups = (nb + L - 1) / L;
-        for (int g = 0; g < groups; g++)
-            for (int l = 0; l < L; l++) {
-                int i = g * L + l;
-                const real *src = i < nb ? x + (size_t)(i0 + i) * nx : 0;
-                for (size_t j = 0; j < nx; j++) xs[g * nx + j][l] = src ? src[j] : 0;
-            }
-        for (int k = 0; k < K; k++) {
-            real *const *p = P + 18 * k;
-            for (int g = 0; g < groups; g++) {
-                conv1_fwd(C, p[0], p[1], xs + g * nx, z1 + g * C1 * Q1);
-                for (int o = 0; o < C1; o++)
-                    pool(z1 + (g * C1 + o) * Q1, H1, 1, 0, p1 + (g * C1 + o) * S1,
-                         (ivec *)a1 + (g * C1 + o) * S1);
-                conv2_fwd(p[4], p[5], p1 + g * C1 * S1, z2 + g * C2 * Q2);
-                for (int o = 0; o < C2; o++)
-                    pool(z2 + (g * C2 + o) * Q2, H2, 1, 0, p2 + g * F0 + o * P2 * P2,
-                         (ivec *)a2 + g * F0 + o * P2 * P2);
-            }
-            dense_fwd(groups, F0, F1, p[8], p[9], p2, z3);
-            bn_relu_dense(groups, F1, z3, 0, r3);
-            dense_fwd(groups, F1, F2, p[12], p[13], r3, z4);
-            bn_relu_dense(groups, F2, z4, 0, r4);
-            dense_fwd(groups, F2, NC, p[16], p[17], r4, z5);
-            real *o = out + ((size_t)k * n + i0) * NC;
-            for (int i = 0; i < nb; i++)
-                for (int c = 0; c < NC; c++) o[(size_t)i * NC + c] = z5[(i / L) * NC + c][i % L];
-        }
-    }
-    free(mem);
-    return 0;
+    return OK;
 }
