@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots
+.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example
 
 setup: $(STAMP) data
 
@@ -63,3 +63,7 @@ diff: setup
 
 plots: setup
 	dvc plots show $(ARGS)
+
+# the worked audit of your own model and data (README "Audit your own model")
+audit-example: setup
+	cd examples/audit && dvc repro

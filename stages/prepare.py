@@ -8,9 +8,9 @@ import numpy as np
 from bnmem import cli
 from bnmem.config import load_config
 from bnmem.corrupt import corrupt, split
-from bnmem.data import NUM_CLASSES, OOD_SOURCE, load_dataset
 from bnmem.io import save_npz
 from bnmem.rng import SALT
+from bnmem.sources import class_count, load_splits, ood_images
 
 log = logging.getLogger("bnmem.prepare")
 
@@ -23,17 +23,14 @@ def main() -> None:
     args = p.parse_args()
     cfg = load_config(args.params)
     cli.setup(cfg.train.threads)
-    d = cfg.data
-    train = load_dataset(cfg.dataset, "train", d.root, d.allow_download)
-    test = load_dataset(cfg.dataset, "test", d.root, d.allow_download)
-    ood_name = OOD_SOURCE[cfg.dataset]
-    ood_root = d.root if ood_name.startswith("cifar") else None  # MNIST pair: packaged sources
-    ood = load_dataset(ood_name, "train", ood_root, d.allow_download) if cfg.ood_rate > 0 else None
+    train, test = load_splits(cfg.dataset, cfg.data)
+    ood_name, ood = ood_images(cfg.dataset, cfg.data) if cfg.ood_rate > 0 else ("none", None)
     rng = np.random.default_rng([cfg.seed, SALT["prepare"]])
-    pool, held_out = split(train, test, cfg.pool_size, d.test_size, rng)
+    pool, held_out = split(train, test, cfg.pool_size, cfg.data.test_size, rng)
     ood_x = ood.x if ood is not None else pool.x[:0]
-    out = corrupt(pool.x, pool.y, ood_x, cfg.noise_rate, cfg.ood_rate, NUM_CLASSES[cfg.dataset], rng)
-    save_npz(args.pool, **out)
+    out = corrupt(pool.x, pool.y, ood_x, cfg.noise_rate, cfg.ood_rate,
+                  class_count(cfg.dataset, cfg.data), rng)
+    save_npz(args.pool, **out, index=pool.index)
     save_npz(args.test, x=held_out.x, y=held_out.y)
     log.info("pool %s (%d flipped, %d ood), test %s, ood source %s", out["x"].shape,
              int((out["kind"] == 1).sum()), int((out["kind"] == 2).sum()), held_out.x.shape, ood_name)

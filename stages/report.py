@@ -9,7 +9,7 @@ from bnmem.config import load_config
 from bnmem.report import build_report
 
 INPUTS = ("params", "pool", "test", "models", "curves", "grads", "grad-hists", "attack",
-          "membership", "scores", "roc", "theory", "replicates")
+          "membership", "scores", "roc", "theory", "replicates", "exposure")
 OUTPUTS = ("out-train", "out-deltas", "out-results", "plots", "report")
 
 

@@ -38,7 +38,7 @@ def _imports(file: Path) -> set[str]:
 
 def closure(script: Path) -> set[Path]:
     """Files of every bnmem module `script` needs, with the C sources the native package
-    compiles, and stages/_boot.py when the script imports it."""
+    compiles (sources and headers), and stages/_boot.py when the script imports it."""
     todo, seen = list(_imports(script)), set()
     if "import _boot" in script.read_text():
         todo += list(_imports(ROOT / "stages" / "_boot.py"))
@@ -50,7 +50,7 @@ def closure(script: Path) -> set[Path]:
         todo += list(_imports(_module_file(name)))
     files = {_module_file(n) for n in seen}
     if "bnmem.native" in seen:
-        files |= set((SRC / "bnmem" / "native").glob("*.c"))
+        files |= {p for p in (SRC / "bnmem" / "native").iterdir() if p.suffix in (".c", ".h")}
     return files
 
 

@@ -24,6 +24,12 @@ SCHEDULES = ("cosine", "constant", "step")
 DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
+FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
+
+
+def user_dataset(name: str) -> bool:
+    """True for a dataset read from your own file (.npz) or ImageFolder directory."""
+    return name not in DATASETS
 
 
 class ConfigError(ValueError):
@@ -40,6 +46,10 @@ class DataConfig:
     root: str | None = None
     test_size: int = 1000
     allow_download: bool = False
+    num_classes: int | None = None  # your own data: required (labels 0 .. num_classes-1)
+    image_size: int | None = None   # ImageFolder: images resized to image_size x image_size
+    channels: int = 3               # ImageFolder: 1 (greyscale) or 3 (RGB)
+    ood_source: str | None = None   # your own data: OOD images from a dataset name / .npz / folder
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,15 @@ class AttackConfig:
 
 
 @dataclass(frozen=True)
+class AuditConfig:
+    top_k: int = 12                  # most exposed samples listed per arm
+    model_file: str | None = None    # the file defining a factory `arch` (a DVC dependency)
+    target_arm: str = "batchnorm"    # the arm whose recipe your own trained model follows
+    target_weights: str | None = None  # your trained model's state_dict (.pt)
+    members: str | None = None       # rows of your dataset it trained on (.npy / text)
+
+
+@dataclass(frozen=True)
 class Config:
     dataset: str = "fashion_mnist"
     arch: str = "lenet"
@@ -112,6 +131,7 @@ class Config:
     grads: GradsConfig = field(default_factory=GradsConfig)
     shadow: ShadowConfig = field(default_factory=ShadowConfig)
     attack: AttackConfig = field(default_factory=AttackConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
 
 def _coerce(key: str, value: Any, tp: Any) -> Any:
@@ -173,8 +193,29 @@ def _check(ok: bool, key: str, valid: str, value: Any) -> None:
 
 def validate(cfg: Config) -> Config:
     """Range and cross-field checks; raises ConfigError on the first bad key."""
-    _check(cfg.dataset in DATASETS, "dataset", " | ".join(DATASETS), cfg.dataset)
-    _check(cfg.arch in ARCHS, "arch", " | ".join(ARCHS), cfg.arch)
+    _check(cfg.dataset in DATASETS or cfg.dataset.endswith(".npz") or "/" in cfg.dataset
+           or Path(cfg.dataset).is_dir(), "dataset",
+           f"{' | '.join(DATASETS)} | a .npz file | an ImageFolder directory", cfg.dataset)
+    _check(cfg.arch in ARCHS or bool(FACTORY_RE.match(cfg.arch)), "arch",
+           f"{' | '.join(ARCHS)} | <module>:<function> (your own model factory)", cfg.arch)
+    d = cfg.data
+    if user_dataset(cfg.dataset):
+        _check(d.num_classes is not None and d.num_classes >= 2, "data.num_classes",
+               "an integer >= 2 (required for your own dataset)", d.num_classes)
+    else:
+        _check(d.num_classes is None, "data.num_classes",
+               f"null for the built-in {cfg.dataset} (its own class count)", d.num_classes)
+    _check(d.image_size is None or d.image_size >= 4, "data.image_size", "null or an integer >= 4",
+           d.image_size)
+    _check(d.channels in (1, 3), "data.channels", "1 | 3", d.channels)
+    _check(cfg.audit.top_k >= 1, "audit.top_k", "an integer >= 1", cfg.audit.top_k)
+    _check((cfg.audit.model_file is not None) == (":" in cfg.arch), "audit.model_file",
+           "the path of the file defining arch's factory (only with a factory arch)",
+           cfg.audit.model_file)
+    _check(cfg.audit.target_arm in ARMS, "audit.target_arm", " | ".join(ARMS), cfg.audit.target_arm)
+    _check(cfg.audit.members is None or cfg.audit.target_weights is not None, "audit.members",
+           "null unless audit.target_weights is set (members of your trained model)",
+           cfg.audit.members)
     _check(len(cfg.arms) > 0, "arms", f"a non-empty list of {', '.join(ARMS)}", list(cfg.arms))
     for arm in cfg.arms:
         _check(arm in ARMS, "arms", f"a list of {', '.join(ARMS)}", arm)
@@ -188,7 +229,8 @@ def validate(cfg: Config) -> Config:
     _check(all(v >= 0 for v in cfg.seeds), "seeds", "a list of integers >= 0", list(cfg.seeds))
     _check(len(set(cfg.seeds)) == len(cfg.seeds) and cfg.seed not in cfg.seeds, "seeds",
            f"distinct extra seeds, none equal to seed={cfg.seed}", list(cfg.seeds))
-    _check(cfg.pool_size >= 20, "pool_size", "an integer >= 20", cfg.pool_size)
+    _check(cfg.pool_size >= 20 or (cfg.pool_size == 0 and user_dataset(cfg.dataset)), "pool_size",
+           "an integer >= 20 (0 = every training image, for your own dataset)", cfg.pool_size)
     _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
     _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
     t = cfg.train
@@ -262,8 +304,11 @@ def arm_recipe(cfg: Config, arm: str) -> dict:
     raw = dataclasses.asdict(cfg)
     raw["arms"] = [arm]
     raw["seeds"] = []  # replicate stages pass their seed explicitly
+    default = Config()
+    raw["audit"]["top_k"] = default.audit.top_k  # exposure / report only: no retraining
+    raw["audit"]["target_arm"] = default.audit.target_arm
+    raw["audit"]["target_weights"] = raw["audit"]["members"] = None
     if arm != "batchnorm_reg":
-        default = Config()
         raw["reg_strength"] = default.reg_strength
         raw["reg"] = dataclasses.asdict(default.reg)
 

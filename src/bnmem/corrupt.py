@@ -43,7 +43,7 @@ def corrupt(x: np.ndarray, y: np.ndarray, ood_x: np.ndarray, noise_rate: float, 
     y_train[flip_idx] = (y[flip_idx] + rng.integers(1, num_classes, size=n_flip)) % num_classes
     kind[flip_idx] = FLIPPED
     chosen = rng.choice(len(ood_x), size=n_ood, replace=False)
-    x[ood_idx] = match_format(ood_x[chosen], x.shape[1], x.shape[2])
+    x[ood_idx] = match_format(ood_x[chosen], x.shape[1], x.shape[2:])
     y_train[ood_idx] = rng.integers(0, num_classes, size=n_ood)
     y_clean[ood_idx] = -1
     kind[ood_idx] = OOD
@@ -56,18 +56,25 @@ def _digests(x: np.ndarray) -> np.ndarray:
 
 def split(train: Images, test: Images, pool_size: int, test_size: int,
           rng: np.random.Generator) -> tuple[Images, Images]:
-    """A seeded pool of `pool_size` training images and `test_size` held-out test images.
+    """A seeded pool of `pool_size` training images (0: all of them, in order) and
+    `test_size` held-out test images (at most `test_size` when the test images are only
+    as many: your own data). The pool keeps each image's source row (`Images.index`).
 
     Test images whose bytes equal a pool image (the datasets hold a few exact duplicates)
     are dropped before sampling, so the two sets share no image.
     """
-    if pool_size > len(train.y):
+    n = len(train.y)
+    if pool_size > n:
         raise ConfigError(f"pool_size: {pool_size} is larger than the dataset's "
-                          f"{len(train.y)} training images; valid: 20 .. {len(train.y)}")
-    pool_idx = np.sort(rng.choice(len(train.y), size=pool_size, replace=False))
-    pool = Images(train.x[pool_idx], train.y[pool_idx])
+                          f"{n} training images; valid: 20 .. {n}")
+    pool_idx = (np.arange(n) if pool_size == 0
+                else np.sort(rng.choice(n, size=pool_size, replace=False)))
+    index = np.arange(n, dtype=np.int64) if train.index is None else train.index
+    pool = Images(train.x[pool_idx], train.y[pool_idx], index[pool_idx])
     fresh = ~np.isin(_digests(test.x), _digests(pool.x))
     candidates = np.flatnonzero(fresh)
+    if test_size >= len(test.y):  # every test image asked for: keep the fresh ones
+        test_size = len(candidates)
     if test_size > len(candidates):
         raise ConfigError(f"data.test_size: {test_size} is larger than the {len(candidates)} "
                           "usable test images")

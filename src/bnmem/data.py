@@ -37,12 +37,28 @@ _STATS = {
 class Images:
     x: np.ndarray  # uint8 [N, C, H, W]
     y: np.ndarray  # int64 [N]
+    index: np.ndarray | None = None  # int64 [N] row in the source's training split (None: 0..N-1)
 
 
-def preprocess(x: np.ndarray | torch.Tensor, dataset: str) -> torch.Tensor:
-    """uint8 [N, C, H, W] -> float32 tensor scaled to [0, 1] and normalized per channel."""
+def channel_stats(dataset: str, pool_x: np.ndarray | None = None
+                  ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-channel (mean, std) on the 0-1 scale: published values for the built-in datasets;
+    for your own dataset, those of the prepared pool's images (`pool_x`, uint8 [N, C, H, W])."""
+    if dataset in _STATS:
+        return _STATS[dataset]
+    if pool_x is None:
+        raise ValueError(f"{dataset}: normalizing your own dataset needs the pool's images")
+    v = np.asarray(pool_x, dtype=np.float64) / 255.0
+    std = v.std(axis=(0, 2, 3))
+    return tuple(v.mean(axis=(0, 2, 3)).tolist()), tuple(np.where(std > 0, std, 1.0).tolist())
+
+
+def preprocess(x: np.ndarray | torch.Tensor, dataset: str,
+               pool_x: np.ndarray | None = None) -> torch.Tensor:
+    """uint8 [N, C, H, W] -> float32 tensor scaled to [0, 1] and normalized per channel
+    (`channel_stats`; your own dataset needs `pool_x`)."""
     t = torch.as_tensor(np.asarray(x)).float().div_(255.0)
-    mean, std = _STATS[dataset]
+    mean, std = channel_stats(dataset, pool_x)
     mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
     std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
     return (t - mean_t) / std_t
@@ -170,13 +186,14 @@ def load_dataset(name: str, split: str, root: str | None = None,
     raise DataError(f"dataset: {name!r} is unknown; valid: {', '.join(NUM_CLASSES)}")
 
 
-def match_format(x: np.ndarray, channels: int, size: int) -> np.ndarray:
+def match_format(x: np.ndarray, channels: int, size: int | tuple[int, int]) -> np.ndarray:
     """Convert foreign images to the target's channels and size (greyscale / resize)."""
+    h, w = (size, size) if isinstance(size, int) else size
     if x.shape[1] != channels:
         x = (x.mean(axis=1, keepdims=True).round().astype(np.uint8) if channels == 1
              else np.repeat(x, channels, axis=1))
-    if x.shape[2] != size or x.shape[3] != size:
-        t = torch.nn.functional.interpolate(torch.as_tensor(x).float(), size=(size, size),
+    if x.shape[2] != h or x.shape[3] != w:
+        t = torch.nn.functional.interpolate(torch.as_tensor(x).float(), size=(h, w),
                                             mode="bilinear", align_corners=False)
         x = t.round().clamp(0, 255).to(torch.uint8).numpy()
     return x

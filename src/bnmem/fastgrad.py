@@ -62,7 +62,8 @@ def _module_sq(m: nn.Module, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
 def _conv_weight_sq(m: nn.Conv2d, a: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """||grad W_i||^2 [n] of a Conv2d (groups=1): the n samples' weight gradients come
     from ONE grouped weight-gradient convolution, sample i as group i (input [1, n*in, H,
-    W], output gradient [1, n*out, H', W']); 2-4x faster on CPU than unfold + bmm."""
+    W], output gradient [1, n*out, H', W']); faster on CPU than unfold + bmm
+    (bench/bench_convs.py, BENCHMARKS.md)."""
     n, (out, cin) = a.shape[0], m.weight.shape[:2]
     # measured: channels-last wins for one input channel, plain layout otherwise
     cl = torch.channels_last if cin == 1 else torch.contiguous_format

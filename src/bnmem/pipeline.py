@@ -12,10 +12,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnmem.config import Config, arm_norm
-from bnmem.data import NUM_CLASSES, preprocess
+from bnmem.config import Config, ConfigError, arm_norm
+from bnmem.data import preprocess
 from bnmem.io import load_npz, save_state
-from bnmem.models import make_model
+from bnmem.models import factory_file, make_model, swapped_layers
+from bnmem.sources import class_count
 from bnmem.train import Regularizer, resolve_device, train_model
 
 POOL_KEYS = ("x", "y_train", "y_clean", "kind")
@@ -28,10 +29,20 @@ def load_pool(path: str | Path) -> dict[str, np.ndarray]:
 
 
 def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict:
-    """The `<arm>.json` fields make_model needs to rebuild the module."""
-    return {"arch": cfg.arch, "norm": arm_norm(arm), "arm": arm,
-            "num_classes": NUM_CLASSES[cfg.dataset], "in_channels": in_channels,
+    """The `<arm>.json` fields make_model needs to rebuild the module; for your own model
+    factory also `swapped`, the BatchNorm layers bnmem replaced by the arm's norm."""
+    meta = {"arch": cfg.arch, "norm": arm_norm(arm), "arm": arm,
+            "num_classes": class_count(cfg.dataset, cfg.data), "in_channels": in_channels,
             "width": cfg.model.width, "image_size": image_size, "dataset": cfg.dataset}
+    if ":" in cfg.arch:
+        declared, actual = Path(cfg.audit.model_file).resolve(), factory_file(cfg.arch)
+        if declared != actual:
+            raise ConfigError(f"audit.model_file: {cfg.audit.model_file} is not the file "
+                              f"defining {cfg.arch} ({actual}); set it to that file, so "
+                              "editing the model reruns the stages that build it")
+        meta["swapped"] = swapped_layers(cfg.arch, meta["norm"], meta["num_classes"],
+                                         in_channels, image_size)
+    return meta
 
 
 def build(meta: dict, seed: int | None = None) -> nn.Module:
@@ -54,7 +65,8 @@ def fit(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, meta: dict, ini
 
 
 def tensors(pool: dict[str, np.ndarray], dataset: str) -> tuple[torch.Tensor, torch.Tensor]:
-    return preprocess(pool["x"], dataset), torch.as_tensor(pool["y_train"])
+    """The pool's preprocessed images [N, C, H, W] and training labels [N]."""
+    return preprocess(pool["x"], dataset, pool["x"]), torch.as_tensor(pool["y_train"])
 
 
 def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[str, np.ndarray],
@@ -70,7 +82,7 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
     from bnmem.train import predict
 
     x, y = tensors(pool, cfg.dataset)
-    x_test = preprocess(test["x"], cfg.dataset)
+    x_test = preprocess(test["x"], cfg.dataset, pool["x"])
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
 
     def measure(epoch: int, model: nn.Module, rec: dict) -> None:

@@ -185,3 +185,32 @@ def dvc_tables(out: Path, roc: pd.DataFrame, membership: dict,
                       for arm, h in hists.items()])
     hist[["arm", "kind", "norm", "density"]].to_csv(out / "grad_hist.csv", index=False,
                                                     float_format="%.6g")
+
+
+def exposure_grid(images: np.ndarray, rows: dict[str, list[dict]], path: Path) -> Path:
+    """The most exposed training samples: one row per model (arm or your model), its top-k
+    pool images most exposed first, each titled with source row, label, kind, exposure."""
+    k = max(len(r) for r in rows.values())
+    fig, axes = plt.subplots(len(rows), k, figsize=(1.35 * k + 0.9, 1.75 * len(rows)),
+                             squeeze=False)
+    for r, (name, top) in enumerate(rows.items()):
+        for c in range(k):
+            ax = axes[r][c]
+            ax.set_xticks([]), ax.set_yticks([])
+            if c >= len(top):
+                ax.axis("off")
+                continue
+            row = top[c]
+            img = images[row["pool_index"]]
+            ax.imshow(img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0),
+                      cmap="gray" if img.shape[0] == 1 else None, vmin=0, vmax=255)
+            ax.set_title(f"#{row['source_index']} y={row['label']}\n{row['kind']} "
+                         f"{row['exposure'][name]:.1f}", fontsize=7,
+                         color="black" if row["kind"] == "clean" else "#d62728")
+            for side in ax.spines.values():
+                side.set_color(colour(name))
+                side.set_linewidth(2)
+        axes[r][0].set_ylabel(name, fontsize=8, color=colour(name))
+    fig.suptitle("Most exposed training samples (exposure = -log10 P(margin | not trained on it))",
+                 fontsize=9)
+    return _save(fig, path)

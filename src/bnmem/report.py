@@ -14,12 +14,13 @@ import torch
 from bnmem import plots
 from bnmem.config import Config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
-from bnmem.data import OOD_SOURCE, describe_source, preprocess
+from bnmem.data import preprocess
 from bnmem.io import InputError, load_json, load_npz, load_state, save_json
 from bnmem.membership import comparison_pairs, headline_deltas
 from bnmem.pipeline import build
 from bnmem.report_md import render
 from bnmem.rng import SALT
+from bnmem.sources import describe
 from bnmem.seeds import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
 from bnmem.summary import (GRAD_KINDS, claims, gamma_push, gamma_sigma_summary, grad_comparison,
                            paired_acc_delta, target_matched)
@@ -63,14 +64,14 @@ def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack:
 
 def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str, Path]) -> None:
     """Read every upstream output (`inp`: params, pool, test, models, curves, grads,
-    grad_hists, attack, membership, scores, roc, theory, replicates) and write the report
+    grad_hists, attack, membership, scores, roc, theory, replicates, exposure) and write the report
     stage's outputs (`out`: out_train, out_deltas, out_results, plots, report)."""
     arms, models = list(cfg.arms), Path(inp["models"])
     rng = np.random.default_rng([cfg.seed, SALT["report_bootstrap"]])
     n_boot = cfg.attack.bootstrap
     pool = load_npz(inp["pool"], ("x", "y_train", "kind"))
     test = load_npz(inp["test"], ("x", "y"))
-    kind, x = pool["kind"], preprocess(pool["x"], cfg.dataset)
+    kind, x = pool["kind"], preprocess(pool["x"], cfg.dataset, pool["x"])
     metas = {a: load_json(models / f"{a}.json") for a in arms}
     train = {a: metas[a]["metrics"] for a in arms}
     curves = {a: pd.read_csv(Path(inp["curves"]) / f"{a}.csv") for a in arms}
@@ -80,7 +81,7 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     theory = load_json(inp["theory"])
     nets = {a: load_model(models, metas[a], a) for a in arms}
     correct = {a: predict(nets[a], x).argmax(1).numpy() == pool["y_train"] for a in arms}
-    test_ok = {a: predict(nets[a], preprocess(test["x"], cfg.dataset)).argmax(1).numpy() == test["y"]
+    test_ok = {a: predict(nets[a], preprocess(test["x"], cfg.dataset, pool["x"])).argmax(1).numpy() == test["y"]
                for a in arms}
     pairs = comparison_pairs(arms)
 
@@ -117,6 +118,10 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
               for a in arms}
     lira_in = {a: (s["mem_score"], np.nanmean(np.where(s["keep"], s[membership["variant"]], np.nan), axis=0))
                for a, s in scores.items()}
+    exposure = load_json(inp["exposure"])
+    tops = {a: exposure["arms"][a]["top"] for a in arms}
+    if exposure.get("your_model"):
+        tops = {"your_model": exposure["your_model"]["top"], **tops}
     figures = {
         "roc": plots.roc_curves(pd.read_csv(inp["roc"]), attack, figdir / "roc.png", membership["variant"]),
         "memorization": plots.memorization_curves(curves, figdir / "memorization.png"),
@@ -125,6 +130,7 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
             {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms},
             figdir / "gamma_sigma.png"),
         "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, figdir / "mem_vs_lira.png"),
+        "exposure": plots.exposure_grid(pool["x"], tops, figdir / "exposure.png"),
     }
     if any("epoch" in membership["arms"][a] for a in arms):
         figures["lira_vs_fit"] = plots.lira_vs_fit(membership, figdir / "lira_vs_fit.png")
@@ -134,12 +140,11 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     save_json(out["out_deltas"], headline_deltas(membership))
     save_json(out["out_results"], {**results, "train": {a: {**train[a], "gamma_sigma": metas[a].get(
         "gamma_sigma")} for a in arms}, "grads_per_arm": grads, "theory": theory})
-    provenance = {"source": describe_source(cfg.dataset, cfg.data.root),
-                  "ood_source": describe_source(OOD_SOURCE[cfg.dataset],
-                                                cfg.data.root if cfg.dataset.startswith("cifar") else None),
+    source, ood_source = describe(cfg.dataset, cfg.data)
+    provenance = {"source": source, "ood_source": ood_source,
                   "pool_sha256": hashlib.sha256(Path(inp["pool"]).read_bytes()).hexdigest()[:16],
                   "n_shards": len(cfg.shadow.shard_ids), "cpu_level": kernels["level"]}
     render(Path(out["report"]), cfg, results, train, grads, attack, membership, theory, figures,
-           kind, provenance)
+           kind, provenance, exposure, {a: metas[a].get("swapped", []) for a in arms})
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from bnmem.config import Config
 from bnmem.io import atomic_path
+from bnmem.report_exposure import exposure_section
 
 
 def _f(v, digits: int = 3) -> str:
@@ -48,7 +49,8 @@ def _claim_cell(row: dict, point: str) -> str:
 
 def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, attack: dict,
            membership: dict, theory: dict, figures: dict[str, Path], kind: np.ndarray,
-           provenance: dict | None = None) -> None:
+           provenance: dict | None = None, exposure: dict | None = None,
+           swapped: dict[str, list[str]] | None = None) -> None:
     """Write report.md (figures linked relative to the report's folder)."""
     arms = list(cfg.arms)
     rel = {k: os.path.relpath(v, path.parent) for k, v in figures.items()}
@@ -177,6 +179,8 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
     L += _gamma_section(results, rel)
     L += _theory_section(theory)
     L += _seeds_section(results.get("seeds") or {})
+    if exposure:
+        L += exposure_section(exposure, arms, rel["exposure"], swapped or {})
     L += _provenance_section(cfg, provenance or {})
     L += ["## Caveats", "",
           "- One training seed by default (`seeds: []`): the shadow models carry the training "

@@ -10,4 +10,5 @@ SALT = {
     "report_bootstrap": 0x5E9,  # sample-only bootstrap of target-model figures (report)
     "model_bootstrap": 0xB0B5,  # draws over shadow pairs and samples (bnmem.resample)
     "null": 0x0DD5,             # permuted membership labels (null calibration)
+    "audit_population": 0xA0D1,  # RMIA population of the exposure / own-model attack
 }

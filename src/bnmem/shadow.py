@@ -14,15 +14,13 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from bnmem.config import Config
 from bnmem.io import save_npz
 from bnmem.margin import logit_margin
 from bnmem.pipeline import tensors
 from bnmem.rng import SALT
-from bnmem.train import predict
+from bnmem.views import augment, query  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -55,25 +53,6 @@ def shard_ids(n_models: int, shards: int, shard: int) -> np.ndarray:
     """Global model ids of one shard: a contiguous block of n_models / shards ids."""
     per = n_models // shards
     return np.arange(shard * per, (shard + 1) * per, dtype=np.int64)
-
-
-def augment(x: torch.Tensor, query: str) -> torch.Tensor:
-    """One query view of [N, C, H, W]: identity, hflip, or shift_<dx>_<dy> (zero fill)."""
-    if query == "identity":
-        return x
-    if query == "hflip":
-        return x.flip(-1)
-    _, dx, dy = query.split("_")
-    dx, dy = int(dx), int(dy)
-    pad = max(abs(dx), abs(dy))
-    h, w = x.shape[-2:]
-    padded = F.pad(x, (pad, pad, pad, pad))
-    return padded[..., pad - dy: pad - dy + h, pad - dx: pad - dx + w]
-
-
-def query(model: nn.Module, x: torch.Tensor, queries: tuple[str, ...]) -> np.ndarray:
-    """float32 [N, Q, C] logits of every query view, in eval mode (running statistics)."""
-    return torch.stack([predict(model, augment(x, q)) for q in queries], dim=1).numpy()
 
 
 def query_states(meta: dict, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],

@@ -1,0 +1,203 @@
+"""Per-sample exposure of a trained model, and the attack on your own trained model.
+
+Exposure of training sample i in model f: how unusual f's logit margin on i is for models
+that never saw i. With the arm's OUT shadow models as that reference (a Gaussian per
+sample, as offline LiRA fits it), exposure_i = -log10 P(phi' >= phi_i | OUT), averaged
+over the query views: exposure 3 means a model trained without the sample reaches this
+margin with probability 1e-3. It needs no retraining of f, so it applies to the arm's
+target model (trained on the whole pool) and to your own trained model alike; with known
+members (`--members`), the same score and offline RMIA are membership attacks with an AUC.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from bnmem.attack import Signals, fit_gaussians, load_shadow, memorization, score_lira, signals
+from bnmem.config import Config
+from bnmem.corrupt import KINDS
+from bnmem.io import InputError
+from bnmem.membership import headline_variant
+from bnmem.rmia import rmia_scores
+from bnmem.rng import SALT
+from bnmem.roc import FPR_LEVELS, roc_points, roc_summary, tpr_supported
+from bnmem.views import query
+
+LN10 = float(np.log(10.0))
+KIND_NAMES = {code: name for name, code in KINDS.items()}
+
+
+@dataclass(frozen=True)
+class TargetSignals:
+    phi: np.ndarray      # [N, Q] float64 logit margin of the target model
+    logp: np.ndarray     # [N] float64 log Pr(y | x), averaged over queries
+    correct: np.ndarray  # [N] bool, identity-query prediction == training label
+
+
+def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
+                   queries: tuple[str, ...]) -> TargetSignals:
+    """The target's signals on the pool, with the shadow stage's query views (eval mode)."""
+    identity = queries.index("identity") if "identity" in queries else 0
+    phi, logp, correct = signals(query(model, x, queries)[None], labels, identity)
+    return TargetSignals(phi[0], logp[0], correct[0])
+
+
+def fixed_variance(cfg: Config) -> bool:
+    """The headline rule: one global variance below 64 shadows per side."""
+    return headline_variant(cfg.shadow.n_models // 2 - 1).endswith("_fixed")
+
+
+def exposure(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
+    """[N] exposure = -log10 P(phi' >= phi | OUT) (one-sided offline LiRA, in decades)."""
+    g = fit_gaussians(shadows.phi, shadows.keep)
+    lira = score_lira(target.phi, g, online=False, fixed_variance=fixed_variance(cfg),
+                      one_sided=True)
+    return lira / LN10
+
+
+def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
+    """[N] offline RMIA score of the target against the arm's shadows as reference models."""
+    a = cfg.attack
+    n = target.logp.size
+    rng = np.random.default_rng([cfg.seed, SALT["audit_population"]])
+    population = np.sort(rng.choice(n, size=min(a.rmia_population, n), replace=False))
+    return rmia_scores(target.logp, shadows.logp, shadows.keep, population, a.rmia_gamma,
+                       online=False, a=a.rmia_a)
+
+
+def top_exposed(scores: dict[str, np.ndarray], k: int) -> dict[str, list[int]]:
+    """{arm: pool indices of its k most exposed samples, most exposed first} (ties by index)."""
+    return {arm: np.lexsort((np.arange(s.size), -s))[:k].tolist() for arm, s in scores.items()}
+
+
+def exposure_rows(top: list[int], scores: dict[str, np.ndarray], labels: np.ndarray,
+                  kind: np.ndarray, mem: dict[str, np.ndarray], index: np.ndarray,
+                  ref: str) -> list[dict]:
+    """One row per sample of `top`: identity, label, kind, memorization score in `ref`,
+    and its exposure and rank (1 = most exposed) in every arm."""
+    ranks = {a: np.empty(s.size, np.int64) for a, s in scores.items()}
+    for a, s in scores.items():
+        ranks[a][np.lexsort((np.arange(s.size), -s))] = np.arange(1, s.size + 1)
+    rows = []
+    for i in top:
+        m = mem.get(ref)
+        rows.append({"pool_index": int(i), "source_index": int(index[i]),
+                     "label": int(labels[i]), "kind": KIND_NAMES[int(kind[i])],
+                     "mem_score": None if m is None or np.isnan(m[i]) else float(m[i]),
+                     "exposure": {a: float(s[i]) for a, s in scores.items()},
+                     "rank": {a: int(r[i]) for a, r in ranks.items()}})
+    return rows
+
+
+def distribution(scores: np.ndarray) -> dict[str, float]:
+    """Quantiles of a score over the pool (what an audit without members can report)."""
+    q = np.quantile(scores, [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])
+    return dict(zip(("min", "p10", "median", "p90", "p99", "max"), map(float, q)))
+
+
+def membership_metrics(scores: np.ndarray, member: np.ndarray) -> dict:
+    """AUC and TPR at low FPR of one target's scores against known membership, plus the
+    AUC with membership permuted (20 times; 0.5 for a calibrated evaluation)."""
+    fpr, tpr = roc_points(scores[None], member[None])
+    out = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
+    n_neg = int((~member).sum())
+    for key, level in FPR_LEVELS.items():
+        if not tpr_supported(n_neg, level):
+            out[f"tpr_at_fpr_{key}"] = None
+    rng = np.random.default_rng(SALT["null"])
+    null = [roc_summary(*roc_points(scores[None], rng.permutation(member)[None]))["auc"]
+            for _ in range(20)]
+    out.update(n_members=int(member.sum()), n_nonmembers=n_neg, null_auc=float(np.mean(null)))
+    return out
+
+
+def read_members(path: Path, index: np.ndarray) -> np.ndarray:
+    """bool [N] membership of the pool's samples from a file of source-row indices
+    (.npy integer array, or text: one index per line)."""
+    try:
+        idx = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
+               else np.loadtxt(path, dtype=np.int64, ndmin=1))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"audit members: {path}: not readable as integer indices "
+                         f"({type(exc).__name__}); give a .npy int array or one index per line") from None
+    if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise InputError(f"audit members: {path}: expected a 1-d integer array of row indices, "
+                         f"got {idx.dtype} {list(idx.shape)}")
+    if idx.size and idx.min() < 0:
+        raise InputError(f"audit members: {path}: negative index {int(idx.min())}; indices are "
+                         "rows of your dataset's training images (x), from 0")
+    if np.unique(idx).size != idx.size:
+        raise InputError(f"audit members: {path}: repeated indices")
+    return np.isin(index, idx)
+
+
+def load_target(model: nn.Module, state: dict, path: Path, arch: str) -> nn.Module:
+    """Your trained weights into the arm's model; a mismatch is one InputError line."""
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = "; ".join(lines[1:3]) if len(lines) > 1 else lines[0]
+        raise InputError(f"audit target weights: {path} does not fit arch {arch} "
+                         f"({detail[:300]}); save model.state_dict() of the model the "
+                         "factory builds") from None
+    return model
+
+
+YOURS = "your_model"
+
+
+def reference_arm(arms: list[str] | tuple[str, ...]) -> str:
+    """The arm whose most exposed samples the report follows across arms: BN if present."""
+    return "batchnorm" if "batchnorm" in arms else arms[0]
+
+
+def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
+                  nets: dict[str, nn.Module], shards: dict[str, list[Path]],
+                  own: tuple[nn.Module, np.ndarray | None, dict] | None = None
+                  ) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
+    """The exposure stage: every arm's target model (and `own` = (your model, membership
+    [N] or None, provenance), scored against the shadows of audit.target_arm) against its
+    arm's shadows. Returns (results/exposure.json, {name: arrays for data/exposure/})."""
+    labels, kind = pool["y_train"], pool["kind"]
+    index = pool.get("index", np.arange(labels.size))
+    queries, k = cfg.shadow.queries, cfg.audit.top_k
+    identity = queries.index("identity") if "identity" in queries else 0
+    scores, mem, arrays, sigs = {}, {}, {}, {}
+    for arm, net in nets.items():
+        sigs[arm] = load_shadow(shards[arm], labels, identity)
+        scores[arm] = exposure(target_signals(net, x, labels, queries), sigs[arm], cfg)
+        mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
+        arrays[arm] = {"exposure": scores[arm], "mem_score": mem[arm]}
+    ref = reference_arm(list(nets))
+    tops = top_exposed(scores, k)
+    out: dict = {"definition": "-log10 P(phi' >= phi | OUT shadows), mean over queries",
+                 "reference_arm": ref, "top_k": k, YOURS: None,
+                 "arms": {a: {"distribution": distribution(s),
+                              "top": exposure_rows(tops[a], scores, labels, kind, mem, index, a)}
+                          for a, s in scores.items()}}
+    if own is not None:
+        model, member, info = own
+        arm = cfg.audit.target_arm
+        t = target_signals(model, x, labels, queries)
+        mine = exposure(t, sigs[arm], cfg)
+        rmia = offline_rmia(t, sigs[arm], cfg)
+        both = {YOURS: mine, **scores}
+        top = top_exposed({YOURS: mine}, k)[YOURS]
+        out[YOURS] = {**info, "arm": arm, "distribution": distribution(mine),
+                      "top": exposure_rows(top, both, labels, kind, mem, index, arm),
+                      "train_acc": float(t.correct.mean()),
+                      "lira_offline": None, "rmia_offline": None}
+        arrays[YOURS] = {"exposure": mine, "rmia_offline": rmia}
+        if member is not None:
+            arrays[YOURS]["member"] = member
+            if member.all() or not member.any():
+                raise InputError(f"audit members: all {member.size} pool samples are "
+                                 f"{'members' if member.all() else 'non-members'}; an AUC needs both")
+            out[YOURS]["lira_offline"] = membership_metrics(mine, member)
+            out[YOURS]["rmia_offline"] = membership_metrics(rmia, member)
+    return out, arrays

@@ -1,0 +1,79 @@
+"""report.md's sections on per-sample exposure and on your own model (bnmem.exposure)."""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.exposure import YOURS
+
+
+def _f(v: float | None, digits: int = 2) -> str:
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _attack_table(mine: dict) -> list[str]:
+    L = ["| attack | AUC | TPR at FPR 1e-2 | TPR at FPR 1e-3 | AUC, membership permuted | members / non-members |",
+         "|---|---|---|---|---|---|"]
+    for name in ("lira_offline", "rmia_offline"):
+        m = mine[name]
+        L.append(f"| {name} | {_f(m['auc'], 4)} | {_f(m.get('tpr_at_fpr_1e-2'), 4)} | "
+                 f"{_f(m.get('tpr_at_fpr_1e-3'), 4)} | {_f(m['null_auc'], 4)} | "
+                 f"{m['n_members']} / {m['n_nonmembers']} |")
+    return L + ["", "TPR at a false-positive rate is shown only where the non-members "
+                "support it (at least 10 false positives at that rate).", ""]
+
+
+def _top_table(rows: list[dict], cols: list[str]) -> list[str]:
+    L = ["| source row | label | kind | memorization (Feldman-Zhang) | " + " | ".join(
+        f"{c} exposure (rank)" for c in cols) + " |", "|---|---|---|---|" + "---|" * len(cols)]
+    for r in rows:
+        L.append(f"| {r['source_index']} | {r['label']} | {r['kind']} | {_f(r['mem_score'])} | "
+                 + " | ".join(f"{r['exposure'][c]:.2f} ({r['rank'][c]})" for c in cols) + " |")
+    return L + [""]
+
+
+def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str, list[str]]
+                     ) -> list[str]:
+    """Markdown lines: your model's attack (in an audit), the score distribution per arm,
+    the reference arm's most exposed samples across arms, the figure, swapped layers."""
+    ref, k = exp["reference_arm"], exp["top_k"]
+    L = ["## Who is exposed: the most exposed training samples", "",
+         "Exposure of a training sample in a trained model = -log10 of the probability that a "
+         "model which never saw the sample gives it at least this logit margin (the arm's OUT "
+         "shadow models as reference, offline LiRA's Gaussian; mean over the query views). "
+         "Exposure 3 = a one-in-a-thousand margin for a non-member. Each arm's target model "
+         "trained on the whole pool.", ""]
+    mine = exp.get(YOURS)
+    if mine:
+        L += [f"### Your model (`{mine['weights']}`, scored against the `{mine['arm']}` shadows)",
+              "", f"Accuracy on the pool's training labels: {mine['train_acc']:.3f}.", ""]
+        if mine["lira_offline"]:
+            L += [f"Membership attacks with your member list (`{mine['members']}`); offline "
+                  "attacks need no retraining of your model:", ""] + _attack_table(mine)
+        else:
+            L += ["No member list given: per-sample exposure and its distribution only (no AUC). "
+                  f"Exposure quantiles: " + ", ".join(f"{q} {v:.2f}" for q, v in
+                                                      mine["distribution"].items()) + ".", ""]
+        L += [f"Your model's {k} most exposed samples, and their exposure in bnmem's arms:", ""]
+        L += _top_table(mine["top"], [YOURS, *arms])
+    L += ["| arm | median exposure | p90 | p99 | max |", "|---|---|---|---|---|"]
+    for a in arms:
+        d = exp["arms"][a]["distribution"]
+        L.append(f"| {a} | {d['median']:.2f} | {d['p90']:.2f} | {d['p99']:.2f} | {d['max']:.2f} |")
+    top = exp["arms"][ref]["top"]
+    L += ["", f"The {k} samples most exposed in `{ref}`, and their exposure (rank among "
+          "the pool) in every arm:", ""] + _top_table(top, arms)
+    if len(arms) > 1:
+        med = {a: float(np.median([r["exposure"][a] for r in top])) for a in arms}
+        L += [f"Median exposure of these {len(top)} samples: " + ", ".join(
+            f"`{a}` {v:.2f}" for a, v in med.items()) + f" (lower = better protected). They "
+              f"were selected as the top of `{ref}`, so `{ref}`'s own values are biased upward "
+              "(selection on noise); each arm's p99 and max above are the unbiased comparison "
+              "of the tails.", ""]
+    L += [f"![most exposed samples]({figure})", ""]
+    if any(swapped.values()):
+        L += ["**Normalization swap.** Your factory takes no `norm_layer`, so bnmem replaced "
+              "its BatchNorm layers:", ""]
+        L += [f"- `{a}`: {', '.join(f'`{n}`' for n in names)}" for a, names in swapped.items()
+              if names]
+        L.append("")
+    return L
