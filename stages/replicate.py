@@ -4,7 +4,7 @@ The same library calls as train@, grads@, shadow@ and attack (bnmem.steps,
 bnmem.membership), with `seed` replaced by --seed for everything training draws (target
 init and batch order, shadow keep masks and seeds) on the pool prepared with `seed`.
 Writes the target model, the shadow models (one shard) and one JSON record
-(bnmem.seeds.arm_record) that the report turns into means and CIs across seeds.
+(bnmem.replicates.arm_record) that the report turns into means and CIs across seeds.
 """
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
 import argparse
@@ -19,7 +19,7 @@ from bnmem.grads import grads_for_arm
 from bnmem.io import load_npz, save_json, save_npz, save_state
 from bnmem.membership import attack_one_arm
 from bnmem.pipeline import load_pool, train_arm
-from bnmem.seeds import arm_record
+from bnmem.replicates import arm_record
 from bnmem.shadow import resume_key, shadow_shard
 from bnmem.summary import gamma_sigma_summary
 

@@ -49,3 +49,12 @@ def test_unknown_names_rejected():
         make_model("vgg", "none", 10, 1)
     with pytest.raises(ValueError, match="norm"):
         make_model("lenet", "weightnorm", 10, 1)
+
+
+def test_registries_agree_with_the_config_names():
+    """config.py validates names without torch; models.py maps them to layers/builders."""
+    from bnmem import config, models
+
+    assert set(models.ARCH_BUILDERS) == set(config.ARCHS)
+    assert set(models.NORM_LAYERS) == set(config.NORMS)
+    assert {config.arm_norm(a) for a in config.ARMS} <= set(config.NORMS)

@@ -9,7 +9,7 @@ from bnmem.config import TrainConfig
 from bnmem.models import make_model
 from bnmem.train import (BatchSigma, Regularizer, batch_order, gamma_sigma_penalty, lr_at,
                          predict, train_model)
-from bnmem.evaluate import gamma_sigma
+from bnmem.target_metrics import gamma_sigma
 
 
 def test_batch_order_covers_every_sample_each_epoch():

@@ -43,15 +43,19 @@ def make_norm(norm: str, channels: int, dims: int = 2) -> nn.Module:
         channels: number of channels / features.
         dims: 2 for [B, C, H, W] inputs, 1 for [B, C].
     """
-    if norm == "none":
-        return nn.Identity()
-    if norm == "batchnorm":
-        return nn.BatchNorm2d(channels) if dims == 2 else nn.BatchNorm1d(channels)
-    if norm == "groupnorm":
-        return nn.GroupNorm(_groups(channels), channels)
-    if norm == "layernorm":  # over all of (C, H, W) per sample, with per-channel affine
-        return nn.GroupNorm(1, channels)
-    raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
+    if norm not in NORM_LAYERS:
+        raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
+    return NORM_LAYERS[norm](channels, dims)
+
+
+# name -> layer (timm's _NORM_MAP); the names themselves live in bnmem.config, which
+# validates params without importing torch (tests/test_models.py checks the two agree)
+NORM_LAYERS: dict[str, Callable[[int, int], nn.Module]] = {
+    "none": lambda c, dims: nn.Identity(),
+    "batchnorm": lambda c, dims: nn.BatchNorm2d(c) if dims == 2 else nn.BatchNorm1d(c),
+    "groupnorm": lambda c, dims: nn.GroupNorm(_groups(c), c),
+    "layernorm": lambda c, dims: nn.GroupNorm(1, c),  # all of (C, H, W) per sample, per-channel affine
+}
 
 
 class LeNet(nn.Module):
@@ -265,6 +269,14 @@ def swapped_layers(arch: str, norm: str, num_classes: int, in_channels: int,
         return _call_factory(arch, norm, num_classes, in_channels, image_size)[1]
 
 
+# name -> builder(norm, num_classes, in_channels, width, image_size); names as in config.ARCHS
+ARCH_BUILDERS: dict[str, Callable[..., nn.Module]] = {
+    "lenet": lambda norm, nc, ic, width, size: LeNet(norm, nc, ic, size),
+    "resnet": lambda norm, nc, ic, width, size: ResNet(norm, nc, ic, width),
+    "densenet": lambda norm, nc, ic, width, size: DenseNet(norm, nc, ic, width),
+}
+
+
 @torch.no_grad()
 def init_params(model: nn.Module, generator: torch.Generator) -> nn.Module:
     """Re-draw every conv/linear weight and bias from `generator`, in module order.
@@ -301,12 +313,8 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
     """
     if norm not in NORMS:
         raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
-    if arch == "lenet":
-        model: nn.Module = LeNet(norm, num_classes, in_channels, image_size)
-    elif arch == "resnet":
-        model = ResNet(norm, num_classes, in_channels, width)
-    elif arch == "densenet":
-        model = DenseNet(norm, num_classes, in_channels, width)
+    if arch in ARCH_BUILDERS:
+        model = ARCH_BUILDERS[arch](norm, num_classes, in_channels, width, image_size)
     elif ":" in arch:
         # the factory's own init may use torch's global RNG: seed it, without touching it
         with torch.random.fork_rng(devices=[]):

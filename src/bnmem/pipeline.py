@@ -17,7 +17,8 @@ from bnmem.data import preprocess
 from bnmem.io import load_npz, save_state
 from bnmem.models import factory_file, make_model, swapped_layers
 from bnmem.sources import class_count
-from bnmem.train import Regularizer, resolve_device, train_model
+from bnmem.target_metrics import accuracy_by_kind, epochs_to, gamma_sigma
+from bnmem.train import Regularizer, predict, resolve_device, train_model
 
 POOL_KEYS = ("x", "y_train", "y_clean", "kind")
 
@@ -78,15 +79,12 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
     checkpoint). Returns (model, history, meta): meta is the `<arm>.json` content, with
     the final metrics and the per-channel gamma/sigma.
     """
-    from bnmem.evaluate import epochs_to, gamma_sigma, memorization
-    from bnmem.train import predict
-
     x, y = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
 
     def measure(epoch: int, model: nn.Module, rec: dict) -> None:
-        rec.update(memorization(predict(model, x), pool["y_train"], pool["kind"],
+        rec.update(accuracy_by_kind(predict(model, x), pool["y_train"], pool["kind"],
                                 predict(model, x_test), test["y"]))
         bn = gamma_sigma(model)
         if bn:

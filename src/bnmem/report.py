@@ -21,9 +21,10 @@ from bnmem.pipeline import build
 from bnmem.report_md import render
 from bnmem.rng import SALT
 from bnmem.sources import describe
-from bnmem.seeds import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
-from bnmem.summary import (GRAD_KINDS, claims, gamma_push, gamma_sigma_summary, grad_comparison,
+from bnmem.replicates import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
+from bnmem.summary import (GRAD_KINDS, claims, gamma_sigma_summary, grad_comparison,
                            paired_acc_delta, target_matched)
+from bnmem.target_metrics import gamma_push
 from bnmem.train import predict
 
 log = logging.getLogger("bnmem.report")

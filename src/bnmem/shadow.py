@@ -14,12 +14,15 @@ from typing import Callable
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from bnmem.config import Config
 from bnmem.io import save_npz
 from bnmem.margin import logit_margin
-from bnmem.pipeline import tensors
+from bnmem.pipeline import model_meta, tensors
 from bnmem.rng import SALT
+from bnmem.stacked import predict_states, train_stack
+from bnmem.train import resolve_device
 from bnmem.views import augment, query  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -58,8 +61,6 @@ def shard_ids(n_models: int, shards: int, shard: int) -> np.ndarray:
 def query_states(meta: dict, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],
                  device: torch.device | str = "cpu") -> np.ndarray:
     """float32 [K, N, Q, C]: `query` for K trained models at once (bnmem.stacked)."""
-    from bnmem.stacked import predict_states
-
     return torch.stack([predict_states(meta, states, augment(x, q), device) for q in queries],
                        dim=2).numpy()
 
@@ -111,12 +112,6 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi [m, E, N] float32
     and epoch_correct [m, E, N] bool (identity query, eval mode, after every epoch).
     """
-    from tqdm import tqdm
-
-    from bnmem.pipeline import model_meta
-    from bnmem.stacked import train_stack
-    from bnmem.train import resolve_device
-
     s = cfg.shadow
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
     stamp = {int(j): fingerprint(base, str(j)) for j in ids}

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnmem.attack import PairSignals, loo_lira
+from bnmem.resample import arm_draw, compare, draw_plan
+from bnmem.roc import roc_points, roc_summary
 from bnmem.shadow import keep_matrix
 
 
@@ -57,10 +60,6 @@ def coverage(runs: int, n: int = 400, n_models: int = 16, draws: int = 100,
     of `runs` simulations then asks whether its 95 % interval covers it. Reported for one
     arm's AUC and for the difference of two arms' AUCs (arm 0 - arm 1, paired).
     """
-    from bnmem.attack import PairSignals, loo_lira
-    from bnmem.resample import arm_draw, compare, draw_plan
-    from bnmem.roc import roc_points, roc_summary
-
     def point(s: int) -> tuple[float, float]:
         phi, keep = synthetic_phi(n_models, n, 1, 0.0, s, arm_effects=effects)
         auc = [float(roc_summary(*roc_points(loo_lira(p, keep, variants=("lira_online_fixed",))

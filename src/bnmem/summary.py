@@ -97,30 +97,6 @@ def gamma_sigma_summary(layers: dict[str, dict]) -> dict | None:
             "pooled_share_above_1": float(np.mean(ratios > 1))}
 
 
-def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    """Per BN layer and sample group: -mean_i dl_i/dgamma (mean over channels), eval mode.
-
-    Positive means an SGD step on those samples pushes the layer's gamma *up* (the paper's
-    self-reinforcing loop); the value is per sample, so groups of different size compare.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    from bnmem.models import bn_layers
-
-    out: dict[str, dict[str, float]] = {}
-    model.eval()
-    for group, mask in masks.items():
-        idx = np.flatnonzero(mask)
-        if idx.size == 0:
-            continue
-        model.zero_grad()
-        F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean").backward()
-        for name, m in bn_layers(model):
-            out.setdefault(name.replace(".", "_"), {})[group] = float(-m.weight.grad.mean())
-    return out
-
-
 # ---------------------------------------------------------------- claims
 
 def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnmem.models import LeNet
 from bnmem.native.library import (ERRORS, HEADERS, KERNELS, NORMS, RUNNING, SLOTS, build,
                                   load)
 
@@ -107,7 +108,6 @@ def _call(fn, *args) -> None:
 def supported(model: nn.Module) -> bool:
     """A LeNet (bnmem.models) with norm none or BatchNorm, every parameter trainable,
     where `applies` holds for lenet_sq (the grads stage's kernel)."""
-    from bnmem.models import LeNet
     if type(model) is not LeNet or not all(p.requires_grad for p in model.parameters()):
         return False
     norms = [model.norm1, model.norm2, model.norm3, model.norm4]

@@ -1,8 +1,12 @@
-"""Memorization metrics and BN gamma/sigma summaries, measured in eval mode."""
+"""Measurements of one trained (target) model in eval mode: accuracy on each sample kind
+(memorization of the corrupted ones), BN gamma/sigma per layer, and the direction BN's
+gamma is pushed by each kind of sample. Attack-side memorization (Feldman-Zhang, over
+shadow models) is `bnmem.attack.memorization`."""
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
@@ -13,7 +17,7 @@ def _acc(pred: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float | None:
     return float((pred[mask] == y[mask]).mean()) if mask.any() else None
 
 
-def memorization(pool_logits: torch.Tensor, y_train: np.ndarray, kind: np.ndarray,
+def accuracy_by_kind(pool_logits: torch.Tensor, y_train: np.ndarray, kind: np.ndarray,
                  test_logits: torch.Tensor, y_test: np.ndarray) -> dict:
     """Accuracy on each kind *with its training label* (for corrupted kinds: memorization).
 
@@ -58,3 +62,22 @@ def epochs_to(history: list[dict], key: str, level: float) -> int | None:
         if rec.get(key) is not None and rec[key] >= level:
             return rec["epoch"]
     return None
+
+
+def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+    """Per BN layer and sample group: -mean_i dl_i/dgamma (mean over channels), eval mode.
+
+    Positive means an SGD step on those samples pushes the layer's gamma *up* (the paper's
+    self-reinforcing loop); the value is per sample, so groups of different size compare.
+    """
+    out: dict[str, dict[str, float]] = {}
+    model.eval()
+    for group, mask in masks.items():
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            continue
+        model.zero_grad()
+        F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean").backward()
+        for name, m in bn_layers(model):
+            out.setdefault(name.replace(".", "_"), {})[group] = float(-m.weight.grad.mean())
+    return out
