@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bnmem.models import mode
+
 _SUPPORTED = (nn.Linear, nn.Conv2d, nn.modules.batchnorm._BatchNorm, nn.GroupNorm)
 
 
@@ -94,15 +96,12 @@ def hook_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
 
     for name in groups:
         handles.append(modules[name].register_forward_hook(capture(name)))
-    was = model.training
-    model.eval()
     try:
-        with torch.enable_grad():
+        with mode(model, False), torch.enable_grad():
             loss = F.cross_entropy(model(x), y, reduction="sum")  # d(sum)/d out_i = d l_i / d out_i
             # Only the layer outputs' gradients: autograd then skips every weight gradient.
             deltas = torch.autograd.grad(loss, [outputs[n] for n in groups])
     finally:
-        model.train(was)
         for h in handles:
             h.remove()
     return torch.stack([_module_sq(modules[n], inputs[n], d.detach())

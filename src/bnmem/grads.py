@@ -27,9 +27,8 @@ Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -42,7 +41,7 @@ from bnmem import fastgrad, native
 from bnmem.corrupt import CLEAN
 from bnmem.corrupt import KINDS as KIND_CODES
 from bnmem.config import Config
-from bnmem.models import bn_layers
+from bnmem.models import bn_layers, mode
 from bnmem.pipeline import build, tensors
 from bnmem.train import batch_order, map_single_threaded, resolve_device
 
@@ -87,17 +86,6 @@ def _split_state(model: nn.Module) -> tuple[dict, dict]:
     return params, buffers
 
 
-@contextmanager
-def _mode(model: nn.Module, training: bool) -> Iterator[None]:
-    """Set train/eval for the duration, then restore the caller's flag."""
-    was = model.training
-    model.train(training)
-    try:
-        yield
-    finally:
-        model.train(was)
-
-
 def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """`eval` definition: {param name: [n, *shape]} gradients of CE(f(x_i), y_i), one vmap call.
 
@@ -109,7 +97,7 @@ def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict
         out = functional_call(model, (p, b), (xi.unsqueeze(0),))  # (1, classes)
         return F.cross_entropy(out, yi.unsqueeze(0))
 
-    with _mode(model, False):
+    with mode(model, False):
         return vmap(grad(loss_one), in_dims=(None, None, 0, 0))(params, buffers, x, y)
 
 
@@ -132,7 +120,7 @@ def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         return F.cross_entropy(functional_call(model, (p, b), (x,)), y, reduction="none")
 
     copies = {k: v.clone() for k, v in buffers.items()}
-    with _mode(model, True):
+    with mode(model, True):
         return jacrev(losses, chunk_size=chunk_size)(params, copies)
 
 

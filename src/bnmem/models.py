@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from contextlib import contextmanager
 import math
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -326,6 +327,17 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
     if seed is not None:
         init_params(model, torch.Generator().manual_seed(seed))
     return model
+
+
+@contextmanager
+def mode(model: nn.Module, training: bool) -> Iterator[nn.Module]:
+    """Set train/eval for the duration, then restore the caller's flag."""
+    was = model.training
+    model.train(training)
+    try:
+        yield model
+    finally:
+        model.train(was)
 
 
 def bn_layers(model: nn.Module) -> list[tuple[str, nn.modules.batchnorm._BatchNorm]]:

@@ -35,8 +35,8 @@ from bnmem import native
 from bnmem.config import Config, TrainConfig
 from bnmem.pipeline import build, fit, regularizer
 from bnmem.stacked_lenet import StackedLeNet, _Masked, pad32, unstack_states
-from bnmem.train import (Regularizer, batch_order, lr_at, map_single_threaded, predict,
-                         resolve_device)
+from bnmem.train import (Regularizer, batch_order, gamma_sigma_penalty, lr_at,
+                         map_single_threaded, predict, resolve_device)
 
 log = logging.getLogger(__name__)
 retain_heap = native.retain_heap  # bench/bench_convs.py imports it from here
@@ -99,19 +99,13 @@ def _autograd_gradients(net: StackedLeNet, x_hwc: torch.Tensor, y: torch.Tensor,
         loss_k = (ce.view(k, bmax) * wk).sum(1) / cnt  # each model's mean batch loss
         objective, pen_k = loss_k.sum(), None
         if reg is not None:
-            pen_k = _penalty(sigmas, reg.target)
+            pen_k = gamma_sigma_penalty([g for g, _ in sigmas], [s for _, s in sigmas], reg.target)
             objective = objective + reg.strength * pen_k.sum()
             pen_k = pen_k.detach()
         opt.zero_grad(set_to_none=True)
         objective.backward()
         return loss_k.detach(), pen_k
     return gradients
-
-
-def _penalty(sigmas: list, target: float) -> torch.Tensor:
-    """Per model: mean over its BN channels of relu(|gamma|/sigma - target)^2; [K]."""
-    ratio = torch.cat([g.abs() / s for g, s in sigmas], dim=1)  # (K, sum C)
-    return F.relu(ratio - target).pow(2).mean(1)
 
 
 def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: torch.Tensor,

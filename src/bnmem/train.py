@@ -82,7 +82,7 @@ class BatchSigma:
 
 def gamma_sigma_penalty(gammas: list[torch.Tensor], sigmas: list[torch.Tensor],
                         target: float) -> torch.Tensor:
-    """mean over all BN channels of relu(|gamma| / sigma_B - target)^2.
+    """mean over all BN channels of relu(|gamma| / sigma_B - target)^2 (per model).
 
     Our form (the paper gives none): it is zero while every channel's effective gain
     |gamma|/sigma_B stays at or below `target`, so it leaves well-behaved channels alone,
@@ -92,8 +92,9 @@ def gamma_sigma_penalty(gammas: list[torch.Tensor], sigmas: list[torch.Tensor],
     """
     if not gammas:
         return torch.zeros(())
-    ratio = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)])
-    return F.relu(ratio - target).pow(2).mean()
+    # channels on the last axis: [C] per layer for one model, [K, C] for K stacked models
+    ratio = torch.cat([g.abs() / s for g, s in zip(gammas, sigmas)], dim=-1)
+    return F.relu(ratio - target).pow(2).mean(-1)
 
 
 @dataclass
