@@ -58,3 +58,21 @@ def test_registries_agree_with_the_config_names():
     assert set(models.ARCH_BUILDERS) == set(config.ARCHS)
     assert set(models.NORM_LAYERS) == set(config.NORMS)
     assert {config.arm_norm(a) for a in config.ARMS} <= set(config.NORMS)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_zero_init_residual_starts_every_branch_at_zero(norm):
+    from bnmem.models import BasicBlock
+
+    model = make_model("resnet", norm, 10, 1, width=4, seed=0, zero_init_residual=True).eval()
+    x = torch.randn(3, 1, 28, 28)
+    outs = []
+    for block in model.modules():
+        if isinstance(block, BasicBlock):
+            block.register_forward_hook(
+                lambda m, args, out: outs.append(m.norm2(m.conv2(torch.relu(m.norm1(m.conv1(args[0])))))))
+    model(x)
+    assert len(outs) == 8 and all(float(o.abs().max()) == 0.0 for o in outs)
+    plain = make_model("resnet", norm, 10, 1, width=4, seed=0)
+    assert torch.equal(dict(plain.named_parameters())["stem.weight"],
+                       dict(model.named_parameters())["stem.weight"])  # only the branch ends differ

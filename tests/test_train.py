@@ -96,3 +96,14 @@ def test_regularizer_lowers_gamma_over_sigma():
         train_model(model, x, y, cfg, seed=0, reg=reg)
         ratios[name] = np.median([v["median_ratio"] for v in gamma_sigma(model).values()])
     assert ratios["reg"] < ratios["plain"]
+
+
+def test_warmup_ramps_linearly_then_follows_the_schedule():
+    from bnmem.config import TrainConfig
+    from bnmem.train import lr_at
+
+    base, warm = TrainConfig(epochs=4, lr=0.1), TrainConfig(epochs=4, lr=0.1, warmup_epochs=1)
+    total = 40  # 10 steps per epoch: warm-up is steps 0..9
+    assert [lr_at(warm, s, total) for s in range(10)] == pytest.approx(
+        [lr_at(base, s, total) * (s + 1) / 10 for s in range(10)])
+    assert all(lr_at(warm, s, total) == lr_at(base, s, total) for s in range(10, total))

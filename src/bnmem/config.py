@@ -55,6 +55,7 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     width: int = 16
+    zero_init_residual: bool = False  # resnet: every residual branch starts at zero
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     schedule: str = "cosine"
+    warmup_epochs: int = 0  # linear warm-up of the learning rate over the first epochs
     checkpoints: tuple[int, ...] = (1,)
     device: str = "auto"
     threads: int = 1
@@ -233,6 +235,9 @@ def validate(cfg: Config) -> Config:
            "an integer >= 20 (0 = every training image, for your own dataset)", cfg.pool_size)
     _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
     _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
+    _check(not cfg.model.zero_init_residual or cfg.arch == "resnet", "model.zero_init_residual",
+           "false unless arch is resnet (the only residual architecture of the zoo)",
+           cfg.model.zero_init_residual)
     t = cfg.train
     _check(t.epochs > 0, "train.epochs", "an integer > 0", t.epochs)
     _check(t.batch_size >= 2, "train.batch_size", "an integer >= 2 (BN needs two samples)",
@@ -241,6 +246,8 @@ def validate(cfg: Config) -> Config:
     _check(0 <= t.momentum < 1, "train.momentum", "a number in [0, 1)", t.momentum)
     _check(t.weight_decay >= 0, "train.weight_decay", "a number >= 0", t.weight_decay)
     _check(t.schedule in SCHEDULES, "train.schedule", " | ".join(SCHEDULES), t.schedule)
+    _check(0 <= t.warmup_epochs < t.epochs, "train.warmup_epochs",
+           f"an integer in [0, train.epochs={t.epochs})", t.warmup_epochs)
     _check(all(1 <= e <= t.epochs for e in t.checkpoints), "train.checkpoints",
            f"epochs in [1, train.epochs={t.epochs}]", list(t.checkpoints))
     _check(t.device in DEVICES, "train.device", " | ".join(DEVICES), t.device)

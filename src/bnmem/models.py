@@ -299,8 +299,24 @@ def init_params(model: nn.Module, generator: torch.Generator) -> nn.Module:
     return model
 
 
+@torch.no_grad()
+def zero_residual(model: nn.Module) -> nn.Module:
+    """Start every residual branch of a ResNet at zero (Goyal et al. 2017; Fixup's idea
+    for nets without normalization): the branch's last norm gets gamma 0, or, with no
+    norm, its last convolution weight and bias 0. The net starts as its shortcut path."""
+    for block in model.modules():
+        if isinstance(block, BasicBlock):
+            if isinstance(block.norm2, nn.Identity):
+                block.conv2.weight.zero_()
+                block.conv2.bias.zero_()
+            else:
+                block.norm2.weight.zero_()
+    return model
+
+
 def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: int = 16,
-               image_size: int = 28, seed: int | None = None) -> nn.Module:
+               image_size: int = 28, seed: int | None = None,
+               zero_init_residual: bool = False) -> nn.Module:
     """Build a model; with `seed`, weights come from `torch.Generator().manual_seed(seed)`.
 
     Args:
@@ -311,6 +327,7 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
         width: base channels of resnet / densenet.
         image_size: 28 or 32 (LeNet pads 28 px inputs to keep its 5x5 feature map).
         seed: if given, deterministic initialisation independent of torch's global RNG.
+        zero_init_residual: ResNet only: residual branches start at zero (`zero_residual`).
     """
     if norm not in NORMS:
         raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
@@ -326,6 +343,8 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
                          "<module>:<function>")
     if seed is not None:
         init_params(model, torch.Generator().manual_seed(seed))
+    if zero_init_residual:
+        zero_residual(model)
     return model
 
 

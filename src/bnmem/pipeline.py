@@ -35,6 +35,8 @@ def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict
     meta = {"arch": cfg.arch, "norm": arm_norm(arm), "arm": arm,
             "num_classes": class_count(cfg.dataset, cfg.data), "in_channels": in_channels,
             "width": cfg.model.width, "image_size": image_size, "dataset": cfg.dataset}
+    if cfg.model.zero_init_residual:  # only then: default metadata stays byte-identical
+        meta["zero_init_residual"] = True
     if ":" in cfg.arch:
         declared, actual = Path(cfg.audit.model_file).resolve(), factory_file(cfg.arch)
         if declared != actual:
@@ -48,7 +50,8 @@ def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict
 
 def build(meta: dict, seed: int | None = None) -> nn.Module:
     return make_model(meta["arch"], meta["norm"], meta["num_classes"], meta["in_channels"],
-                      meta["width"], meta["image_size"], seed=seed)
+                      meta["width"], meta["image_size"], seed=seed,
+                      zero_init_residual=meta.get("zero_init_residual", False))
 
 
 def regularizer(cfg: Config, arm: str) -> Regularizer | None:

@@ -41,12 +41,16 @@ def batch_order(n: int, batch_size: int, epochs: int, seed: int) -> list[list[np
 
 
 def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
-    """Learning rate at optimizer step `step` of `total` (cosine decays to 0 at the end)."""
+    """Learning rate at optimizer step `step` of `total` (cosine decays to 0 at the end),
+    times (step + 1) / warm-up steps during the first `warmup_epochs` epochs."""
     if cfg.schedule == "constant":
-        return cfg.lr
-    if cfg.schedule == "step":
-        return cfg.lr * (0.1 ** ((step >= total // 2) + (step >= 3 * total // 4)))
-    return 0.5 * cfg.lr * (1 + math.cos(math.pi * step / total))
+        lr = cfg.lr
+    elif cfg.schedule == "step":
+        lr = cfg.lr * (0.1 ** ((step >= total // 2) + (step >= 3 * total // 4)))
+    else:
+        lr = 0.5 * cfg.lr * (1 + math.cos(math.pi * step / total))
+    warm = cfg.warmup_epochs * total // cfg.epochs
+    return lr * (step + 1) / warm if step < warm else lr
 
 
 class BatchSigma:
