@@ -13,7 +13,9 @@ from bnmem.attack import Signals, log_prob_from_margin
 from bnmem.config import DataConfig, ConfigError, config_from_dict
 from bnmem.exposure import exposure, membership_metrics, offline_rmia, read_members, TargetSignals
 from bnmem.io import DataError, InputError
-from bnmem.models import _groups, make_model, swapped_layers
+from bnmem.factory import swapped_layers
+from bnmem.models import make_model
+from bnmem.norms import _groups
 from bnmem.simulate import synthetic_phi
 from bnmem.sources import load_image_folder, load_npz_images, load_user
 from conftest import ROOT, run_stage
@@ -269,3 +271,32 @@ def test_read_members(tmp_path):
 def test_generated_example_dvc_yaml_is_up_to_date():
     res = run_stage("../tools/audit_project.py", "examples/audit", "--check")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_prepare_your_npz_with_ood_from_another_npz(tmp_path, rng):
+    """prepare on your own data: pool_size 0 keeps file order; OOD images come from your
+    second .npz (other size and channels: converted); labels stay in range."""
+    x = rng.integers(0, 256, (120, 12, 12, 1), dtype=np.uint8)
+    np.savez(tmp_path / "mine.npz", x=x, y=rng.integers(0, 4, 120),
+             test_x=rng.integers(0, 256, (30, 12, 12, 1), dtype=np.uint8), test_y=rng.integers(0, 4, 30))
+    np.savez(tmp_path / "foreign.npz", x=rng.integers(0, 256, (40, 3, 20, 20), dtype=np.uint8),
+             y=np.zeros(40, np.int64))
+    params = {"dataset": str(tmp_path / "mine.npz"), "pool_size": 0, "noise_rate": 0.05,
+              "ood_rate": 0.05, "data": {"num_classes": 4, "test_size": 30,
+                                         "ood_source": str(tmp_path / "foreign.npz")}}
+    (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
+    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
+                    str(tmp_path / "pool.npz"), "--test", str(tmp_path / "test.npz"))
+    assert res.returncode == 0, res.stderr
+    pool = np.load(tmp_path / "pool.npz")
+    assert pool["x"].shape == (120, 1, 12, 12) and (pool["kind"] == 2).sum() == 6
+    assert (pool["kind"] == 1).sum() == 6 and pool["y_train"].max() < 4
+    np.testing.assert_array_equal(pool["index"], np.arange(120))
+    clean = pool["kind"] == 0
+    np.testing.assert_array_equal(pool["x"][clean], x.transpose(0, 3, 1, 2)[clean])
+    params["data"]["ood_source"] = None
+    (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
+    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
+                    str(tmp_path / "pool2.npz"), "--test", str(tmp_path / "test2.npz"))
+    assert res.returncode == 2 and "data.ood_source: needed for ood_rate > 0" in res.stderr
+    assert not (tmp_path / "pool2.npz").exists()

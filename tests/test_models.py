@@ -53,10 +53,10 @@ def test_unknown_names_rejected():
 
 def test_registries_agree_with_the_config_names():
     """config.py validates names without torch; models.py maps them to layers/builders."""
-    from bnmem import config, models
+    from bnmem import config, models, norms
 
     assert set(models.ARCH_BUILDERS) == set(config.ARCHS)
-    assert set(models.NORM_LAYERS) == set(config.NORMS)
+    assert set(norms.NORM_LAYERS) == set(config.NORMS)
     assert {config.arm_norm(a) for a in config.ARMS} <= set(config.NORMS)
 
 
@@ -76,3 +76,14 @@ def test_zero_init_residual_starts_every_branch_at_zero(norm):
     plain = make_model("resnet", norm, 10, 1, width=4, seed=0)
     assert torch.equal(dict(plain.named_parameters())["stem.weight"],
                        dict(model.named_parameters())["stem.weight"])  # only the branch ends differ
+
+
+def test_kaiming_init_is_he_normal_with_zero_bias_and_shared_across_arms():
+    a = make_model("resnet", "none", 10, 1, width=8, seed=1, init="kaiming")
+    b = make_model("resnet", "groupnorm", 10, 1, width=8, seed=1, init="kaiming")
+    w = dict(a.named_parameters())["blocks.7.conv1.weight"]  # 64 x 64 x 3 x 3
+    assert abs(float(w.var()) / (2.0 / w[0].numel()) - 1) < 0.05
+    assert all(float(p.abs().max()) == 0.0 for n, p in a.named_parameters() if n.endswith("bias"))
+    assert torch.equal(w, dict(b.named_parameters())["blocks.7.conv1.weight"])
+    assert not torch.equal(w, dict(make_model("resnet", "none", 10, 1, width=8, seed=1)
+                                   .named_parameters())["blocks.7.conv1.weight"])

@@ -170,13 +170,18 @@ def test_stack_roundtrip():
             assert torch.equal(sd[n], v)
 
 
-def test_other_arch_falls_back_to_plain_loop():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_other_arch_falls_back_to_plain_loop(workers, one_torch_thread):
+    # models side by side (one torch thread each) equal the plain loop bit for bit
     cfg, _, x, y, keep = _setup("batchnorm", n=40, epochs=1)
     cfg = dataclasses.replace(cfg, arch="resnet", model=dataclasses.replace(cfg.model, width=4))
     meta = model_meta(cfg, "batchnorm", 1, 28)
-    states, _, _ = train_stack(cfg, "batchnorm", x, y, keep[:1], meta, [1], [2])
-    ref, _ = fit(cfg, "batchnorm", x[keep[0]], y[keep[0]], meta, 1, 2)
-    assert all(torch.equal(states[0][n], v) for n, v in ref.state_dict().items())
+    states, _, tracked = train_stack(cfg, "batchnorm", x, y, keep[:2], meta, [1, 3], [2, 4],
+                                     workers=workers, track=lambda z: z.clone())
+    for j, (i, o) in enumerate(((1, 2), (3, 4))):
+        ref, _ = fit(cfg, "batchnorm", x[keep[j]], y[keep[j]], meta, i, o)
+        assert all(torch.equal(states[j][n], v) for n, v in ref.state_dict().items())
+        assert len(tracked[j]) == 1 and tracked[j][0].shape == (x.shape[0], 10)
 
 
 @pytest.mark.parametrize("arm", ["none", "batchnorm", "groupnorm"])

@@ -23,6 +23,7 @@ ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm")
 SCHEDULES = ("cosine", "constant", "step")
 DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
+INITS = ("default", "kaiming")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
 
@@ -56,6 +57,7 @@ class DataConfig:
 class ModelConfig:
     width: int = 16
     zero_init_residual: bool = False  # resnet: every residual branch starts at zero
+    init: str = "default"  # conv/linear weights: default (PyTorch's) | kaiming (He-normal)
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ def validate(cfg: Config) -> Config:
            "an integer >= 20 (0 = every training image, for your own dataset)", cfg.pool_size)
     _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
     _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
+    _check(cfg.model.init in INITS, "model.init", " | ".join(INITS), cfg.model.init)
     _check(not cfg.model.zero_init_residual or cfg.arch == "resnet", "model.zero_init_residual",
            "false unless arch is resnet (the only residual architecture of the zoo)",
            cfg.model.zero_init_residual)

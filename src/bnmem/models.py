@@ -6,57 +6,21 @@ so every arm has the same module names and the same conv/linear shapes. `init_pa
 draws those weights from one explicit generator in module order; norm layers draw
 nothing, so with the same seed every layer the arms share starts identical.
 
-A factory is called with `num_classes` and `in_channels` (and `image_size` if it takes
-it). If it takes `norm_layer`, that is a callable `norm_layer(num_channels) -> nn.Module`
-for [B, C, H, W] features (torchvision's convention); otherwise bnmem builds the model
-once and swaps its BatchNorm layers for the arm's norm (Opacus' ModuleValidator.fix
-pattern). Either way no BatchNorm is left in a non-BN arm (`swap_norms` runs after a
-norm_layer factory too, for layers it did not route through norm_layer).
+Norm layers by name: bnmem.norms; your own factory: bnmem.factory.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
-from contextlib import contextmanager
 import math
-import os
-import sys
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from bnmem.config import ARCHS, FACTORY_RE, NORMS, ConfigError
-
-
-def _groups(channels: int) -> int:
-    """Largest of 8, 4, 2, 1 that divides `channels` (GroupNorm groups)."""
-    return next(g for g in (8, 4, 2, 1) if channels % g == 0)
-
-
-def make_norm(norm: str, channels: int, dims: int = 2) -> nn.Module:
-    """A normalization layer over `channels` for 2-d (conv) or 1-d (linear) features.
-
-    Args:
-        norm: one of `none`, `batchnorm`, `groupnorm`, `layernorm`.
-        channels: number of channels / features.
-        dims: 2 for [B, C, H, W] inputs, 1 for [B, C].
-    """
-    if norm not in NORM_LAYERS:
-        raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
-    return NORM_LAYERS[norm](channels, dims)
-
-
-# name -> layer (timm's _NORM_MAP); the names themselves live in bnmem.config, which
-# validates params without importing torch (tests/test_models.py checks the two agree)
-NORM_LAYERS: dict[str, Callable[[int, int], nn.Module]] = {
-    "none": lambda c, dims: nn.Identity(),
-    "batchnorm": lambda c, dims: nn.BatchNorm2d(c) if dims == 2 else nn.BatchNorm1d(c),
-    "groupnorm": lambda c, dims: nn.GroupNorm(_groups(c), c),
-    "layernorm": lambda c, dims: nn.GroupNorm(1, c),  # all of (C, H, W) per sample, per-channel affine
-}
+from bnmem.config import ARCHS, NORMS
+from bnmem.factory import build_factory_model
+from bnmem.norms import make_norm
 
 
 class LeNet(nn.Module):
@@ -165,111 +129,6 @@ class DenseNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-# ---------------------------------------------------------------- your own model
-
-def factory_module(arch: str) -> str:
-    return arch.split(":")[0]
-
-
-def resolve_factory(arch: str) -> Callable[..., nn.Module]:
-    """Import `<module>:<function>`; the project root (cwd) is on the path, as for
-    `python -m`. Any failure is one ConfigError line naming `arch`."""
-    if not FACTORY_RE.match(arch):
-        raise ConfigError(f"arch: {arch!r} is invalid; valid: {' | '.join(ARCHS)} | "
-                          "<module>:<function>, e.g. mypkg.models:make_net")
-    mod_name, fn_name = arch.split(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as exc:  # ImportError, or the module failing while it imports
-        raise ConfigError(f"arch: cannot import {mod_name!r} ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}); put it under the "
-                          "project root or pip install it") from None
-    fn = getattr(module, fn_name, None)
-    if not callable(fn):
-        raise ConfigError(f"arch: {mod_name!r} has no function {fn_name!r}")
-    return fn
-
-
-def factory_file(arch: str) -> Path:
-    """The source file of the factory's module (a DVC dependency of the model stages)."""
-    resolve_factory(arch)  # imports the module, or one ConfigError line
-    path = getattr(sys.modules[factory_module(arch)], "__file__", None)
-    if path is None:
-        raise ConfigError(f"arch: module {factory_module(arch)!r} has no source file")
-    return Path(path).resolve()
-
-
-def norm_layer(norm: str) -> Callable[[int], nn.Module]:
-    """The `norm_layer(num_channels)` a factory gets for an arm's norm."""
-    return lambda channels: make_norm(norm, channels)
-
-
-def swap_norms(model: nn.Module, norm: str) -> list[str]:
-    """Replace every BatchNorm layer by the arm's norm, in place (none: Identity; groupnorm:
-    GroupNorm with the largest of 8/4/2/1 groups dividing the channels; layernorm:
-    GroupNorm(1, C)); batchnorm keeps them. Returns the swapped layers' names."""
-    if norm == "batchnorm":
-        return []
-    swapped = []
-    for name, module in list(model.named_modules()):
-        if isinstance(module, nn.modules.batchnorm._BatchNorm):
-            parent, _, attr = name.rpartition(".")
-            host = model.get_submodule(parent) if parent else model
-            setattr(host, attr, make_norm(norm, module.num_features))
-            swapped.append(name)
-    return swapped
-
-
-def _call_factory(arch: str, norm: str, num_classes: int, in_channels: int,
-                  image_size: int) -> tuple[nn.Module, list[str]]:
-    fn = resolve_factory(arch)
-    params = inspect.signature(fn).parameters
-    open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    missing = [k for k in ("num_classes", "in_channels") if k not in params and not open_kw]
-    if missing:
-        raise ConfigError(f"arch: {arch}{inspect.signature(fn)} must accept keyword "
-                          f"arguments num_classes and in_channels (missing {', '.join(missing)}); "
-                          "optionally norm_layer and image_size")
-    kwargs: dict = {"num_classes": num_classes, "in_channels": in_channels}
-    if "image_size" in params:
-        kwargs["image_size"] = image_size
-    takes_norm = "norm_layer" in params
-    if takes_norm:
-        kwargs["norm_layer"] = norm_layer(norm)
-    try:
-        model = fn(**kwargs)
-    except Exception as exc:
-        raise ConfigError(f"arch: {arch}(**{sorted(kwargs)}) failed ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-    if not isinstance(model, nn.Module):
-        raise ConfigError(f"arch: {arch} returned {type(model).__name__}, not a torch.nn.Module")
-    swapped = swap_norms(model, norm)
-    try:
-        with torch.no_grad():
-            out = model.eval()(torch.zeros(2, in_channels, image_size, image_size))
-    except Exception as exc:
-        raise ConfigError(f"arch: {arch} fails on a [2, {in_channels}, {image_size}, "
-                          f"{image_size}] batch ({type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
-        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ConfigError(f"arch: {arch} returns {shape} for a batch of 2; must be logits "
-                          f"[2, num_classes={num_classes}]")
-    return model.train(), swapped
-
-
-def swapped_layers(arch: str, norm: str, num_classes: int, in_channels: int,
-                   image_size: int) -> list[str]:
-    """Names of the BatchNorm layers bnmem swaps for `norm` in a factory's model ([] for
-    the built-in zoo, whose norm is injected)."""
-    if arch in ARCHS:
-        return []
-    with torch.random.fork_rng(devices=[]):
-        return _call_factory(arch, norm, num_classes, in_channels, image_size)[1]
-
-
 # name -> builder(norm, num_classes, in_channels, width, image_size); names as in config.ARCHS
 ARCH_BUILDERS: dict[str, Callable[..., nn.Module]] = {
     "lenet": lambda norm, nc, ic, width, size: LeNet(norm, nc, ic, size),
@@ -279,16 +138,23 @@ ARCH_BUILDERS: dict[str, Callable[..., nn.Module]] = {
 
 
 @torch.no_grad()
-def init_params(model: nn.Module, generator: torch.Generator) -> nn.Module:
+def init_params(model: nn.Module, generator: torch.Generator, scheme: str = "default") -> nn.Module:
     """Re-draw every conv/linear weight and bias from `generator`, in module order.
 
-    Same scheme as PyTorch's default (Kaiming-uniform, a=sqrt(5)), but from an explicit
-    generator. Norm layers get weight 1, bias 0 and draw nothing, so arms that differ only
-    in normalization get identical conv/linear weights.
+    `default`: PyTorch's own scheme (Kaiming-uniform, a=sqrt(5): weight variance
+    1/(3 fan_in), a shrinking signal in deep nets without normalization); `kaiming`:
+    He-normal weights (variance 2/fan_in, ReLU-preserving) and zero biases. Norm layers
+    get weight 1, bias 0 and draw nothing, so arms that differ only in normalization get
+    identical conv/linear weights.
     """
     for m in model.modules():
         if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear)):
             fan_in = m.weight[0].numel()
+            if scheme == "kaiming":
+                m.weight.normal_(0.0, math.sqrt(2.0 / fan_in), generator=generator)
+                if m.bias is not None:
+                    m.bias.zero_()
+                continue
             bound = 1.0 / math.sqrt(fan_in)  # kaiming_uniform(a=sqrt(5)) gives this bound
             m.weight.uniform_(-bound, bound, generator=generator)
             if m.bias is not None:
@@ -316,7 +182,7 @@ def zero_residual(model: nn.Module) -> nn.Module:
 
 def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: int = 16,
                image_size: int = 28, seed: int | None = None,
-               zero_init_residual: bool = False) -> nn.Module:
+               zero_init_residual: bool = False, init: str = "default") -> nn.Module:
     """Build a model; with `seed`, weights come from `torch.Generator().manual_seed(seed)`.
 
     Args:
@@ -328,6 +194,7 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
         image_size: 28 or 32 (LeNet pads 28 px inputs to keep its 5x5 feature map).
         seed: if given, deterministic initialisation independent of torch's global RNG.
         zero_init_residual: ResNet only: residual branches start at zero (`zero_residual`).
+        init: `default` or `kaiming` weights (`init_params`; used only with `seed`).
     """
     if norm not in NORMS:
         raise ValueError(f"norm: {norm!r} is invalid; valid: {' | '.join(NORMS)}")
@@ -337,12 +204,12 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
         # the factory's own init may use torch's global RNG: seed it, without touching it
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0 if seed is None else seed)
-            model = _call_factory(arch, norm, num_classes, in_channels, image_size)[0]
+            model = build_factory_model(arch, norm, num_classes, in_channels, image_size)[0]
     else:
         raise ValueError(f"arch: {arch!r} is invalid; valid: {' | '.join(ARCHS)} | "
                          "<module>:<function>")
     if seed is not None:
-        init_params(model, torch.Generator().manual_seed(seed))
+        init_params(model, torch.Generator().manual_seed(seed), init)
     if zero_init_residual:
         zero_residual(model)
     return model

@@ -15,7 +15,8 @@ from torch import nn
 from bnmem.config import Config, ConfigError, arm_norm
 from bnmem.data import preprocess
 from bnmem.io import load_npz, save_state
-from bnmem.models import factory_file, make_model, swapped_layers
+from bnmem.factory import factory_file, swapped_layers
+from bnmem.models import make_model
 from bnmem.sources import class_count
 from bnmem.target_metrics import accuracy_by_kind, epochs_to, gamma_sigma
 from bnmem.train import Regularizer, predict, resolve_device, train_model
@@ -37,6 +38,8 @@ def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict
             "width": cfg.model.width, "image_size": image_size, "dataset": cfg.dataset}
     if cfg.model.zero_init_residual:  # only then: default metadata stays byte-identical
         meta["zero_init_residual"] = True
+    if cfg.model.init != "default":
+        meta["init"] = cfg.model.init
     if ":" in cfg.arch:
         declared, actual = Path(cfg.audit.model_file).resolve(), factory_file(cfg.arch)
         if declared != actual:
@@ -51,7 +54,8 @@ def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict
 def build(meta: dict, seed: int | None = None) -> nn.Module:
     return make_model(meta["arch"], meta["norm"], meta["num_classes"], meta["in_channels"],
                       meta["width"], meta["image_size"], seed=seed,
-                      zero_init_residual=meta.get("zero_init_residual", False))
+                      zero_init_residual=meta.get("zero_init_residual", False),
+                      init=meta.get("init", "default"))
 
 
 def regularizer(cfg: Config, arm: str) -> Regularizer | None:

@@ -225,18 +225,18 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         the list of track(...) results per epoch (empty lists without `track`).
     """
     keep = np.asarray(keep, dtype=bool)
-    if meta["arch"] != "lenet":  # only LeNet has a stacked form; others run the plain loop
-        states, hists, tracked = [], [], []
-        for j in range(len(keep)):
+    device = resolve_device(cfg.train.device)
+    if meta["arch"] != "lenet":  # only LeNet has a stacked form; others run the plain loop,
+        def one(j: int) -> tuple[dict, list[dict], list]:  # models side by side on the CPU
             seen: list = []
-            hook = (lambda e, m, rec, seen=seen: seen.append(track(predict(m, x)))) if track else None
+            hook = (lambda e, m, rec: seen.append(track(predict(m, x)))) if track else None
             model, hist = fit(cfg, arm, x[torch.as_tensor(keep[j])], y[torch.as_tensor(keep[j])],
                               meta, init_seeds[j], order_seeds[j], on_epoch=hook)
-            states.append({n: v.detach().cpu() for n, v in model.state_dict().items()})
-            hists.append(hist)
-            tracked.append(seen)
-        return states, hists, tracked
-    device = resolve_device(cfg.train.device)
+            return {n: v.detach().cpu() for n, v in model.state_dict().items()}, hist, seen
+
+        done = map_single_threaded(one, list(range(len(keep))),
+                                   workers if device.type == "cpu" else 1)
+        return [d[0] for d in done], [d[1] for d in done], [d[2] for d in done]
     workers = workers if device.type == "cpu" else 1
     if device.type == "cpu":
         native.setup_process()  # the allocator; threads: `workers` below

@@ -1,0 +1,72 @@
+"""Shadow training of the zoo's ResNet / DenseNet on the CPU: the shadow stage's path
+(bnmem.stacked.train_stack: models side by side, one torch thread each) against the plain
+per-model loop (pipeline.fit one model after another with 2 and 1 torch threads), in the
+same run, on the same models.
+
+    python bench/bench_train_zoo.py --models 4 --samples 500 --epochs 2
+
+Samples per second per model = models x samples x epochs / wall time. The two paths give
+bit-identical weights (tests/test_stacked.py::test_other_arch_falls_back_to_plain_loop).
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import bnmem  # noqa: F401  (pins the CPU kernels first)
+import numpy as np
+import torch
+
+from bnmem.config import Config, ModelConfig, TrainConfig
+from bnmem.data import preprocess
+from bnmem.io import load_npz
+from bnmem.pipeline import fit, model_meta
+from bnmem.stacked import train_stack
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--archs", nargs="+", default=["resnet", "densenet"])
+    p.add_argument("--arm", default="batchnorm")
+    p.add_argument("--models", type=int, default=4)
+    p.add_argument("--samples", type=int, default=500)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args()
+    pool = load_npz("data/prepared/pool.npz", ("x", "y_train"))
+    x = preprocess(pool["x"][: 2 * args.samples], "fashion_mnist")
+    y = torch.as_tensor(pool["y_train"][: 2 * args.samples])
+    keep = np.zeros((args.models, len(y)), bool)
+    rng = np.random.default_rng(0)
+    for k in range(args.models):
+        keep[k, rng.choice(len(y), args.samples, replace=False)] = True
+    seeds = list(range(args.models))
+    print("| arch | arm | plain loop, 2 threads (baseline) | plain loop, 1 thread | "
+          f"shadow stage path, {args.workers} workers x 1 thread | ratio to baseline |")
+    print("|---|---|---|---|---|---|")
+    for arch in args.archs:
+        cfg = Config(arch=arch, arms=(args.arm,), model=ModelConfig(),
+                     train=TrainConfig(epochs=args.epochs, checkpoints=(args.epochs,)))
+        meta = model_meta(cfg, args.arm, 1, 28)
+        work = args.models * args.samples * args.epochs
+        rates = {}
+        for name, threads in (("plain2", 2), ("plain1", 1)):
+            torch.set_num_threads(threads)
+            t0 = time.perf_counter()
+            for k in range(args.models):
+                sel = torch.as_tensor(keep[k])
+                fit(cfg, args.arm, x[sel], y[sel], meta, seeds[k], seeds[k])
+            rates[name] = work / (time.perf_counter() - t0)
+        torch.set_num_threads(2)
+        t0 = time.perf_counter()
+        train_stack(cfg, args.arm, x, y, keep, meta, seeds, seeds, workers=args.workers)
+        rates["stack"] = work / (time.perf_counter() - t0)
+        print(f"| {arch} | {args.arm} | {rates['plain2']:.0f} | {rates['plain1']:.0f} | "
+              f"{rates['stack']:.0f} | {rates['stack'] / rates['plain2']:.2f}x |", flush=True)
+    print(f"\nsamples/s per model; {args.models} models x {args.samples} samples x "
+          f"{args.epochs} epochs, batch 64; torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads available")
+
+
+if __name__ == "__main__":
+    main()
