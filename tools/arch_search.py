@@ -29,17 +29,21 @@ from bnmem.io import load_npz
 from bnmem.pipeline import fit, model_meta
 from bnmem.train import predict
 
-SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual)
-    "default": (0.05, 0, False),
-    "lr0.02": (0.02, 0, False),
-    "warmup+zero": (0.05, 1, True),
-    "lr0.02+warmup+zero": (0.02, 1, True),
+SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual, init)
+    "default": (0.05, 0, False, "default"),
+    "lr0.02": (0.02, 0, False, "default"),
+    "warmup+zero": (0.05, 1, True, "default"),
+    "lr0.02+warmup+zero": (0.02, 1, True, "default"),
+    "kaiming": (0.05, 0, False, "kaiming"),
+    "kaiming+warmup": (0.05, 1, False, "kaiming"),
+    "kaiming+warmup+zero": (0.05, 1, True, "kaiming"),
 }
 
 
 def run(arch: str, arm: str, setting: str, epochs: int, pool: dict, test: dict) -> dict:
-    lr, warmup, zero = SETTINGS[setting]
-    cfg = Config(arch=arch, arms=(arm,), model=ModelConfig(zero_init_residual=zero),
+    lr, warmup, zero, init = SETTINGS[setting]
+    zero = zero and arch == "resnet"  # the only residual architecture
+    cfg = Config(arch=arch, arms=(arm,), model=ModelConfig(zero_init_residual=zero, init=init),
                  train=TrainConfig(epochs=epochs, lr=lr, warmup_epochs=warmup,
                                    checkpoints=(epochs,), threads=1))
     x, y = preprocess(pool["x"], cfg.dataset), torch.as_tensor(pool["y_train"])
@@ -51,27 +55,26 @@ def run(arch: str, arm: str, setting: str, epochs: int, pool: dict, test: dict) 
     clean = pool["kind"] == CLEAN
     test_pred = predict(model, preprocess(test["x"], cfg.dataset)).argmax(1).numpy()
     return {"arch": arch, "arm": arm, "setting": setting, "epochs": epochs, "lr": lr,
-            "warmup_epochs": warmup, "zero_init_residual": zero,
+            "warmup_epochs": warmup, "zero_init_residual": zero, "init": init,
             "clean_train_acc": float((pred[clean] == pool["y_train"][clean]).mean()),
             "test_acc": float((test_pred == test["y"]).mean()),
             "final_loss": hist[-1]["loss"], "seconds": round(seconds, 1)}
 
 
 def table(rows: list[dict], min_fit: float) -> str:
-    out = ["| arch | setting | lr | warm-up | zero-init residual | " + " | ".join(
+    out = ["| arch | setting | epochs | lr | warm-up | zero-init residual | init | " + " | ".join(
         f"{a}: clean train / test" for a in ("none", "batchnorm", "groupnorm")) + " | every arm trains |",
-        "|---|---|---|---|---|---|---|---|---|"]
-    keyed = {(r["arch"], r["setting"], r["arm"]): r for r in rows}
-    for arch in dict.fromkeys(r["arch"] for r in rows):
-        for s in SETTINGS:
-            cells = [keyed.get((arch, s, a)) for a in ("none", "batchnorm", "groupnorm")]
-            if not any(cells):
-                continue
-            lr, warm, zero = SETTINGS[s]
-            ok = all(c and c["clean_train_acc"] >= min_fit for c in cells)
-            out.append(f"| {arch} | {s} | {lr} | {warm} | {'yes' if zero else 'no'} | " + " | ".join(
-                f"{c['clean_train_acc']:.3f} / {c['test_acc']:.3f}" if c else "—" for c in cells)
-                + f" | {'yes' if ok else 'no'} |")
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    keyed = {(r["arch"], r["setting"], r["epochs"], r["arm"]): r for r in rows}
+    for arch, s, epochs in dict.fromkeys((r["arch"], r["setting"], r["epochs"]) for r in rows):
+        cells = [keyed.get((arch, s, epochs, a)) for a in ("none", "batchnorm", "groupnorm")]
+        lr, warm, zero, init = SETTINGS[s]
+        ok = all(c and c["clean_train_acc"] >= min_fit for c in cells)
+        zero = zero and arch == "resnet"
+        out.append(f"| {arch} | {s} | {epochs} | {lr} | {warm} | {'yes' if zero else 'no'} | "
+                   f"{init} | " + " | ".join(f"{c['clean_train_acc']:.3f} / {c['test_acc']:.3f}"
+                                             if c else "—" for c in cells)
+                   + f" | {'yes' if ok else 'no'} |")
     return "\n".join(out) + "\n"
 
 
@@ -101,6 +104,7 @@ def main() -> None:
                 with out.open("a") as f:
                     f.write(json.dumps(r) + "\n")
                 out.with_suffix(".md").write_text(table(rows, args.min_fit))
+    out.with_suffix(".md").write_text(table(rows, args.min_fit))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,85 @@
+"""One-command device check for the zoo (issue: ResNet / DenseNet cells and full scale on
+a GPU): training throughput of ResNet and DenseNet, every arm of the grid, on the
+accelerator next to the CPU, with the grid's training settings (grid.yaml), plus one
+shadow-stage stack. Writes a markdown table; about 5 minutes on a GPU machine.
+
+    python bench/bench_device.py --out bench/results/device.md          # cuda if present
+    python bench/bench_device.py --device cpu --samples 256 --epochs 1  # a quick CPU run
+
+Samples per second = samples x epochs / wall time of pipeline.fit (one model, the train
+stage's loop) and of stacked.train_stack (the shadow stage's path, --models models).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import bnmem  # noqa: F401  (pins the CPU kernels first)
+import numpy as np
+import torch
+
+from bnmem.config import Config, ModelConfig, TrainConfig
+from bnmem.data import preprocess
+from bnmem.io import load_npz
+from bnmem.pipeline import fit, model_meta
+from bnmem.stacked import train_stack
+
+SETTINGS = {"resnet": {"zero_init_residual": True, "init": "kaiming"},
+            "densenet": {"init": "kaiming"}}
+
+
+def rate(device: str, arch: str, arm: str, x, y, epochs: int, models: int) -> tuple[float, float]:
+    cfg = Config(arch=arch, arms=(arm,), model=ModelConfig(**SETTINGS.get(arch, {})),
+                 train=TrainConfig(epochs=epochs, checkpoints=(epochs,), warmup_epochs=0,
+                                   device=device))
+    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    t0 = time.perf_counter()
+    fit(cfg, arm, x, y, meta, 0, 0)
+    sync()
+    one = len(y) * epochs / (time.perf_counter() - t0)
+    keep = np.zeros((models, len(y)), bool)
+    for k in range(models):
+        keep[k, np.random.default_rng(k).choice(len(y), len(y) // 2, replace=False)] = True
+    t0 = time.perf_counter()
+    train_stack(cfg, arm, x, y, keep, meta, list(range(models)), list(range(models)),
+                workers=2 if device == "cpu" else 1)
+    sync()
+    stack = models * (len(y) // 2) * epochs / (time.perf_counter() - t0)
+    return one, stack
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--samples", type=int, default=2000)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--models", type=int, default=4)
+    p.add_argument("--archs", nargs="+", default=["resnet", "densenet"])
+    p.add_argument("--arms", nargs="+", default=["none", "batchnorm", "groupnorm"])
+    p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "bench/results"), "device.md"))
+    args = p.parse_args()
+    pool = load_npz("data/prepared/pool.npz", ("x", "y_train"))
+    x = preprocess(pool["x"][: args.samples], "fashion_mnist")
+    y = torch.as_tensor(pool["y_train"][: args.samples])
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    lines = [f"# Device check: {name}", "",
+             f"{args.samples} samples, {args.epochs} epochs, batch 64; stack: {args.models} "
+             "models on half the samples each. Samples/s.", "",
+             "| arch | arm | train stage loop | shadow stage stack |", "|---|---|---|---|"]
+    for arch in args.archs:
+        for arm in args.arms:
+            one, stack = rate(args.device, arch, arm, x, y, args.epochs, args.models)
+            lines.append(f"| {arch} | {arm} | {one:.0f} | {stack:.0f} |")
+            print(lines[-1], flush=True)
+    lines += ["", f"*Command: `python bench/bench_device.py --device {args.device}`; torch "
+              f"{torch.__version__}*", ""]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
