@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example
+.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example grid
 
 setup: $(STAMP) data
 
@@ -67,3 +67,7 @@ plots: setup
 # the worked audit of your own model and data (README "Audit your own model")
 audit-example: setup
 	cd examples/audit && dvc repro
+
+# the results grid over the zoo (README "The zoo"); resumes: finished cells are kept
+grid: setup
+	python tools/grid.py

@@ -37,6 +37,8 @@ SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual, init)
     "kaiming": (0.05, 0, False, "kaiming"),
     "kaiming+warmup": (0.05, 1, False, "kaiming"),
     "kaiming+warmup+zero": (0.05, 1, True, "kaiming"),
+    "kaiming+lr0.1": (0.1, 0, False, "kaiming"),
+    "kaiming+lr0.1+warmup": (0.1, 1, False, "kaiming"),
 }
 
 
@@ -66,7 +68,10 @@ def table(rows: list[dict], min_fit: float) -> str:
         f"{a}: clean train / test" for a in ("none", "batchnorm", "groupnorm")) + " | every arm trains |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
     keyed = {(r["arch"], r["setting"], r["epochs"], r["arm"]): r for r in rows}
-    for arch, s, epochs in dict.fromkeys((r["arch"], r["setting"], r["epochs"]) for r in rows):
+    order = list(SETTINGS)
+    groups = sorted(dict.fromkeys((r["arch"], r["setting"], r["epochs"]) for r in rows),
+                    key=lambda g: (g[0], g[2], order.index(g[1])))
+    for arch, s, epochs in groups:
         cells = [keyed.get((arch, s, epochs, a)) for a in ("none", "batchnorm", "groupnorm")]
         lr, warm, zero, init = SETTINGS[s]
         ok = all(c and c["clean_train_acc"] >= min_fit for c in cells)
