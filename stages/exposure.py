@@ -56,8 +56,9 @@ def main() -> None:
         weights = Path(args.target_weights)
         model = load_target(build(metas[arm]), load_state(weights), weights, cfg.arch)
         index = pool.get("index", np.arange(pool["y_train"].size))
-        member = read_members(Path(args.members), index) if args.members else None
-        own = (model, member, {"weights": weights.name,
+        member, listed = (read_members(Path(args.members), index) if args.members
+                          else (None, None))
+        own = (model, member, {"weights": weights.name, "members_listed": listed,
                                "members": Path(args.members).name if args.members else None})
     results, arrays = exposure_arms(cfg, pool, x, nets, shards, own)
     for name, arr in arrays.items():

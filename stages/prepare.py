@@ -6,7 +6,7 @@ import logging
 import numpy as np
 
 from bnmem import cli
-from bnmem.config import load_config
+from bnmem.config import ConfigError, load_config, user_dataset
 from bnmem.corrupt import corrupt, split
 from bnmem.io import save_npz
 from bnmem.rng import SALT
@@ -20,8 +20,14 @@ def main() -> None:
     p.add_argument("--params", default="params.yaml")
     p.add_argument("--pool", required=True)
     p.add_argument("--test", required=True)
+    p.add_argument("--ood-source", help="data.ood_source when it is your file (a DVC dep)")
     args = p.parse_args()
     cfg = load_config(args.params)
+    ood = cfg.data.ood_source
+    if ood is not None and user_dataset(ood) and args.ood_source != ood:
+        raise ConfigError(f"data.ood_source: {ood!r} is your file, but the stage got "
+                          f"--ood-source {args.ood_source!r}: it must be a dependency of "
+                          "prepare (python tools/audit_project.py <project> writes both)")
     cli.setup(cfg.train.threads)
     train, test = load_splits(cfg.dataset, cfg.data)
     ood_name, ood = ood_images(cfg.dataset, cfg.data) if cfg.ood_rate > 0 else ("none", None)

@@ -11,7 +11,8 @@ from torch import nn
 
 from bnmem.attack import Signals, log_prob_from_margin
 from bnmem.config import DataConfig, ConfigError, config_from_dict
-from bnmem.exposure import exposure, membership_metrics, offline_rmia, read_members, TargetSignals
+from bnmem.exposure import (TargetSignals, calibration, exposure, membership_metrics,
+                            offline_rmia, read_members)
 from bnmem.io import DataError, InputError
 from bnmem.factory import swapped_layers
 from bnmem.models import make_model
@@ -128,7 +129,9 @@ def test_config_accepts_factory_and_paths_and_rejects_inconsistent_keys():
            ({**base, "audit": {}}, "audit.model_file"),
            ({**base, "arch": "pkg mod"}, "arch"),
            ({**base, "dataset": "fashion_mnist", "pool_size": 0, "data": {}}, "pool_size"),
-           ({**base, "audit": {"model_file": "pkg/mod.py", "members": "m.npy"}}, "audit.members")]
+           ({**base, "audit": {"model_file": "pkg/mod.py", "members": "m.npy"}}, "audit.members"),
+           ({**base, "noise_rate": 0.05, "ood_rate": 0.0,
+             "audit": {"model_file": "pkg/mod.py", "target_weights": "w.pt"}}, "noise_rate / ood_rate")]
     for raw, key in bad:
         with pytest.raises(ConfigError, match=f"^{key}: "):
             config_from_dict(raw)
@@ -166,6 +169,7 @@ def test_npz_without_test_split_holds_out_and_keeps_source_rows(tmp_path, rng):
 
 @pytest.mark.parametrize("arrays, words", [
     ({"y": np.zeros(4, int)}, "missing arrays ['x']"),
+    ({"x": np.zeros((4, 1, 5, 5), np.uint8)}, "missing arrays ['y']"),
     ({"x": np.zeros((4, 1, 5, 5), np.uint8), "y": np.array([0, 1, 2, 3])}, "labels must lie in [0, data.num_classes=3)"),
     ({"x": np.zeros((4, 1, 5, 5), np.uint8), "y": np.array([0, 1, -1, 2])}, "labels must lie in"),
     ({"x": np.zeros((4, 1, 5, 5), np.uint8), "y": np.zeros(3, int)}, "one label per image"),
@@ -250,19 +254,26 @@ def test_own_model_attack_is_calibrated_at_null_and_sees_a_signal():
     # a non-member's p-value is uniform: median exposure log10(2) = 0.30
     assert 0.22 < np.mean(med) < 0.38
     target, shadows, member = _target_and_shadows(1.0, 9)
-    m = membership_metrics(exposure(target, shadows, cfg), member)
-    assert m["auc"] > 0.65 and abs(m["null_auc"] - 0.5) < 0.03
+    e = exposure(target, shadows, cfg)
+    m = membership_metrics(e, member)
+    assert m["auc"] > 0.65
     assert m["n_members"] == member.sum() and m["n_nonmembers"] == (~member).sum()
+    # the model's non-members are OUT samples like the shadows': a calibrated reference
+    c = calibration(e[~member])
+    assert abs(c["nonmember_median"] - c["expected_median"]) < 0.06
+    assert 0.0 < c["nonmember_share_at_least_2"] < 0.03
 
 
 def test_read_members(tmp_path):
     index = np.array([0, 2, 3, 5, 8])
     np.save(tmp_path / "m.npy", np.array([2, 8, 11]))
-    np.testing.assert_array_equal(read_members(tmp_path / "m.npy", index), [0, 1, 0, 0, 1])
+    member, listed = read_members(tmp_path / "m.npy", index)
+    np.testing.assert_array_equal(member, [0, 1, 0, 0, 1])
+    assert listed == 3  # row 11 is not in the pool
     (tmp_path / "m.txt").write_text("3\n5\n")
-    np.testing.assert_array_equal(read_members(tmp_path / "m.txt", index), [0, 0, 1, 1, 0])
+    np.testing.assert_array_equal(read_members(tmp_path / "m.txt", index)[0], [0, 0, 1, 1, 0])
     for bad, words in ((np.array([1, 1]), "repeated"), (np.array([-1]), "negative index"),
-                       (np.array([0.5]), "integer array")):
+                       (np.array([0.5]), "integer array"), (np.array([1, 4]), "none of its 2")):
         np.save(tmp_path / "b.npy", bad)
         with pytest.raises(InputError, match=words):
             read_members(tmp_path / "b.npy", index)
@@ -285,8 +296,11 @@ def test_prepare_your_npz_with_ood_from_another_npz(tmp_path, rng):
               "ood_rate": 0.05, "data": {"num_classes": 4, "test_size": 30,
                                          "ood_source": str(tmp_path / "foreign.npz")}}
     (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
-    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
-                    str(tmp_path / "pool.npz"), "--test", str(tmp_path / "test.npz"))
+    args = ("--params", str(tmp_path / "p.yaml"), "--pool", str(tmp_path / "pool.npz"),
+            "--test", str(tmp_path / "test.npz"))
+    res = run_stage("prepare.py", *args)  # a file of yours that dvc.yaml does not track
+    assert res.returncode == 2 and "data.ood_source: " in res.stderr and "--ood-source" in res.stderr
+    res = run_stage("prepare.py", *args, "--ood-source", str(tmp_path / "foreign.npz"))
     assert res.returncode == 0, res.stderr
     pool = np.load(tmp_path / "pool.npz")
     assert pool["x"].shape == (120, 1, 12, 12) and (pool["kind"] == 2).sum() == 6
@@ -300,3 +314,31 @@ def test_prepare_your_npz_with_ood_from_another_npz(tmp_path, rng):
                     str(tmp_path / "pool2.npz"), "--test", str(tmp_path / "test2.npz"))
     assert res.returncode == 2 and "data.ood_source: needed for ood_rate > 0" in res.stderr
     assert not (tmp_path / "pool2.npz").exists()
+
+
+def test_split_keeps_source_rows_so_members_map_through_a_sampled_pool(rng):
+    from bnmem.corrupt import split
+    from bnmem.data import Images
+
+    x = np.arange(60, dtype=np.uint8).reshape(60, 1, 1, 1).repeat(4, 2).repeat(4, 3)
+    # source rows 10..59 are training images (rows 0..9 were held out), pixel value = row
+    train = Images(x[10:], np.zeros(50, np.int64), np.arange(10, 60))
+    pool, _ = split(train, Images(x[:10], np.zeros(10, np.int64)), 20, 5, rng)
+    assert len(set(pool.index.tolist())) == 20 and not np.array_equal(pool.index, np.arange(10, 30))
+    np.testing.assert_array_equal(pool.x[:, 0, 0, 0], pool.index)  # each image is its row
+    member = np.isin(pool.index, pool.index[::2])
+    assert member.sum() == 10
+
+
+def test_prepare_reads_an_image_folder(tmp_path, rng):
+    _image_folder(tmp_path / "imgs", rng, per=10)
+    params = {"dataset": str(tmp_path / "imgs"), "pool_size": 0, "noise_rate": 0.0,
+              "ood_rate": 0.0, "data": {"num_classes": 3, "test_size": 10, "image_size": 10,
+                                        "channels": 1}}
+    (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
+    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
+                    str(tmp_path / "pool.npz"), "--test", str(tmp_path / "test.npz"))
+    assert res.returncode == 0, res.stderr
+    pool, test = np.load(tmp_path / "pool.npz"), np.load(tmp_path / "test.npz")
+    assert pool["x"].shape == (20, 1, 10, 10) and test["x"].shape == (10, 1, 10, 10)
+    assert list(pool["index"]) == sorted(pool["index"]) and pool["index"].max() < 30

@@ -217,6 +217,10 @@ def validate(cfg: Config) -> Config:
            "the path of the file defining arch's factory (only with a factory arch)",
            cfg.audit.model_file)
     _check(cfg.audit.target_arm in ARMS, "audit.target_arm", " | ".join(ARMS), cfg.audit.target_arm)
+    _check(cfg.audit.target_weights is None or cfg.noise_rate == cfg.ood_rate == 0,
+           "noise_rate / ood_rate", "0 and 0 when audit.target_weights is set (your model "
+           "trained on your labels and images, not on bnmem's corrupted copies)",
+           [cfg.noise_rate, cfg.ood_rate])
     _check(cfg.audit.members is None or cfg.audit.target_weights is not None, "audit.members",
            "null unless audit.target_weights is set (members of your trained model)",
            cfg.audit.members)

@@ -115,9 +115,19 @@ def membership_metrics(scores: np.ndarray, member: np.ndarray) -> dict:
     return out
 
 
-def read_members(path: Path, index: np.ndarray) -> np.ndarray:
-    """bool [N] membership of the pool's samples from a file of source-row indices
-    (.npy integer array, or text: one index per line)."""
+def calibration(nonmember_exposure: np.ndarray) -> dict[str, float]:
+    """How well the shadows' OUT distribution describes your model's non-members: their
+    exposure is -log10 of a uniform p-value when it does (median log10 2 = 0.30, 1 % at
+    or above 2); a larger median means the reference under-states your model's margins
+    (its exposures read high), a smaller one that it over-states them."""
+    return {"nonmember_median": float(np.median(nonmember_exposure)),
+            "nonmember_share_at_least_2": float((nonmember_exposure >= 2).mean()),
+            "expected_median": float(np.log10(2.0)), "expected_share_at_least_2": 0.01}
+
+
+def read_members(path: Path, index: np.ndarray) -> tuple[np.ndarray, int]:
+    """(bool [N] membership of the pool's samples, how many indices the file lists) from a
+    file of source-row indices (.npy integer array, or text: one index per line)."""
     try:
         idx = (np.load(path, allow_pickle=False) if path.suffix == ".npy"
                else np.loadtxt(path, dtype=np.int64, ndmin=1))
@@ -132,14 +142,21 @@ def read_members(path: Path, index: np.ndarray) -> np.ndarray:
                          "rows of your dataset's training images (x), from 0")
     if np.unique(idx).size != idx.size:
         raise InputError(f"audit members: {path}: repeated indices")
-    return np.isin(index, idx)
+    member = np.isin(index, idx)
+    if not member.any():
+        raise InputError(f"audit members: {path}: none of its {idx.size} indices is a row of "
+                         "the pool (rows of your dataset's x, from 0)")
+    return member, int(idx.size)
 
 
 def load_target(model: nn.Module, state: dict, path: Path, arch: str) -> nn.Module:
     """Your trained weights into the arm's model; a mismatch is one InputError line."""
+    if not isinstance(state, dict):
+        raise InputError(f"audit target weights: {path} holds a {type(state).__name__}, not a "
+                         "state dict; save model.state_dict() of the model the factory builds")
     try:
         model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         detail = "; ".join(lines[1:3]) if len(lines) > 1 else lines[0]
         raise InputError(f"audit target weights: {path} does not fit arch {arch} "
@@ -200,4 +217,5 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
                                  f"{'members' if member.all() else 'non-members'}; an AUC needs both")
             out[YOURS]["lira_offline"] = membership_metrics(mine, member)
             out[YOURS]["rmia_offline"] = membership_metrics(rmia, member)
+            out[YOURS]["calibration"] = calibration(mine[~member])
     return out, arrays

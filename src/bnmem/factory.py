@@ -62,7 +62,11 @@ def build_factory_model(arch: str, norm: str, num_classes: int, in_channels: int
     """(model for the arm's `norm`, names of the BatchNorm layers swapped), checked to
     give [2, num_classes] logits on a batch of two zero images."""
     fn = resolve_factory(arch)
-    params = inspect.signature(fn).parameters
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        raise ConfigError(f"arch: {arch} has no inspectable signature; wrap it in a plain "
+                          "function taking num_classes and in_channels") from None
     open_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
     missing = [k for k in ("num_classes", "in_channels") if k not in params and not open_kw]
     if missing:

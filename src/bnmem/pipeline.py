@@ -42,10 +42,10 @@ def model_meta(cfg: Config, arm: str, in_channels: int, image_size: int) -> dict
         meta["init"] = cfg.model.init
     if ":" in cfg.arch:
         declared, actual = Path(cfg.audit.model_file).resolve(), factory_file(cfg.arch)
-        if declared != actual:
-            raise ConfigError(f"audit.model_file: {cfg.audit.model_file} is not the file "
-                              f"defining {cfg.arch} ({actual}); set it to that file, so "
-                              "editing the model reruns the stages that build it")
+        if not (declared == actual or (declared.is_dir() and actual.is_relative_to(declared))):
+            raise ConfigError(f"audit.model_file: {cfg.audit.model_file} is neither the file "
+                              f"defining {cfg.arch} ({actual}) nor a folder holding it; set "
+                              "it so, and editing the model reruns the stages that build it")
         meta["swapped"] = swapped_layers(cfg.arch, meta["norm"], meta["num_classes"],
                                          in_channels, image_size)
     return meta

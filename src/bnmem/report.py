@@ -14,7 +14,7 @@ import torch
 from bnmem import plots
 from bnmem.config import Config
 from bnmem.corrupt import CLEAN, FLIPPED, OOD
-from bnmem.data import preprocess
+from bnmem.data import channel_stats, preprocess
 from bnmem.io import InputError, load_json, load_npz, load_state, save_json
 from bnmem.membership import comparison_pairs, headline_deltas
 from bnmem.pipeline import build
@@ -142,7 +142,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     save_json(out["out_results"], {**results, "train": {a: {**train[a], "gamma_sigma": metas[a].get(
         "gamma_sigma")} for a in arms}, "grads_per_arm": grads, "theory": theory})
     source, ood_source = describe(cfg.dataset, cfg.data)
-    provenance = {"source": source, "ood_source": ood_source,
+    mean, std = channel_stats(cfg.dataset, pool["x"])
+    provenance = {"source": source, "ood_source": ood_source, "mean": mean, "std": std,
                   "pool_sha256": hashlib.sha256(Path(inp["pool"]).read_bytes()).hexdigest()[:16],
                   "n_shards": len(cfg.shadow.shard_ids), "cpu_level": kernels["level"]}
     render(Path(out["report"]), cfg, results, train, grads, attack, membership, theory, figures,

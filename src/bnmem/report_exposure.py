@@ -11,15 +11,23 @@ def _f(v: float | None, digits: int = 2) -> str:
 
 
 def _attack_table(mine: dict) -> list[str]:
-    L = ["| attack | AUC | TPR at FPR 1e-2 | TPR at FPR 1e-3 | AUC, membership permuted | members / non-members |",
-         "|---|---|---|---|---|---|"]
+    L = ["| attack | AUC | TPR at FPR 1e-2 | TPR at FPR 1e-3 | members / non-members in the pool |",
+         "|---|---|---|---|---|"]
     for name in ("lira_offline", "rmia_offline"):
         m = mine[name]
         L.append(f"| {name} | {_f(m['auc'], 4)} | {_f(m.get('tpr_at_fpr_1e-2'), 4)} | "
-                 f"{_f(m.get('tpr_at_fpr_1e-3'), 4)} | {_f(m['null_auc'], 4)} | "
-                 f"{m['n_members']} / {m['n_nonmembers']} |")
+                 f"{_f(m.get('tpr_at_fpr_1e-3'), 4)} | {m['n_members']} / {m['n_nonmembers']} |")
+    c = mine["calibration"]
     return L + ["", "TPR at a false-positive rate is shown only where the non-members "
-                "support it (at least 10 false positives at that rate).", ""]
+                "support it (at least 10 false positives at that rate). "
+                f"Your member list names {mine['members_listed']} rows; "
+                f"{mine['lira_offline']['n_members']} of them are in the pool.", "",
+                f"Reference check: your model's non-members have median exposure "
+                f"{c['nonmember_median']:.2f} and {100 * c['nonmember_share_at_least_2']:.1f} % "
+                f"at or above 2; if the `{mine['arm']}` shadows described your model exactly "
+                f"these would be {c['expected_median']:.2f} and 1 % (higher: the reference "
+                "under-states your model's margins, so its exposures read high; lower: they "
+                "read low).", ""]
 
 
 def _top_table(rows: list[dict], cols: list[str]) -> list[str]:
@@ -41,7 +49,10 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
          "model which never saw the sample gives it at least this logit margin (the arm's OUT "
          "shadow models as reference, offline LiRA's Gaussian; mean over the query views). "
          "Exposure 3 = a one-in-a-thousand margin for a non-member. Each arm's target model "
-         "trained on the whole pool.", ""]
+         "trained on the whole pool, its shadows on half of it: part of every arm's "
+         "exposure is that larger training set (a non-member of a model like the shadows "
+         "reads 0.30 at the median), so compare arms with each other and samples within an "
+         "arm, not with 0.30.", ""]
     mine = exp.get(YOURS)
     if mine:
         L += [f"### Your model (`{mine['weights']}`, scored against the `{mine['arm']}` shadows)",
@@ -71,8 +82,9 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
               "of the tails.", ""]
     L += [f"![most exposed samples]({figure})", ""]
     if any(swapped.values()):
-        L += ["**Normalization swap.** Your factory takes no `norm_layer`, so bnmem replaced "
-              "its BatchNorm layers:", ""]
+        L += ["**Normalization swap.** bnmem replaced these BatchNorm layers of your "
+              "factory's model (all of them when it takes no `norm_layer`; with one, those "
+              "it built without it):", ""]
         L += [f"- `{a}`: {', '.join(f'`{n}`' for n in names)}" for a, names in swapped.items()
               if names]
         L.append("")

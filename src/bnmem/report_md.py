@@ -293,6 +293,10 @@ def _seeds_section(seeds: dict) -> list[str]:
     return L + [""]
 
 
+def _tup(v) -> str:
+    return "n/a" if v is None else "(" + ", ".join(f"{x:.4f}" for x in v) + ")"
+
+
 def _provenance_section(cfg: Config, prov: dict) -> list[str]:
     """Data provenance and seeds (no wall times: the report is bit-identical across runs)."""
     if not prov:
@@ -300,7 +304,9 @@ def _provenance_section(cfg: Config, prov: dict) -> list[str]:
     return ["## Provenance", "",
             f"- Data: `{cfg.dataset}` from {prov['source']}; OOD images from {prov['ood_source']}; "
             f"`data/prepared/pool.npz` sha256 {prov['pool_sha256']}… (pool and test split, "
-            f"corruption: seed {cfg.seed}).",
+            f"corruption: seed {cfg.seed}). Models see images scaled to [0, 1] and "
+            f"standardized per channel with mean {_tup(prov.get('mean'))} and std "
+            f"{_tup(prov.get('std'))}.",
             f"- Training seeds: {', '.join(str(s) for s in [cfg.seed, *cfg.seeds])} "
             f"(extra seeds run as `replicate@<arm>-<seed>`). Full configuration: `params.yaml` "
             "at the commit of this report; per-arm resolved recipes in `data/recipes/`.",

@@ -81,6 +81,8 @@ def load_npz_images(path: Path, num_classes: int, param: str = "dataset"
     except Exception as exc:
         raise DataError(f"{where}: not a readable .npz without pickled objects "
                         f"({type(exc).__name__})") from None
+    if param == "data.ood_source" and "y" not in arrays:  # foreign images: labels unused
+        arrays["y"] = np.zeros(len(arrays.get("x", ())), np.int64)
     missing = [k for k in ("x", "y") if k not in arrays]
     if missing:
         raise DataError(f"{where}: missing arrays {missing}; a dataset .npz holds `x` "
