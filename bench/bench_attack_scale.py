@@ -43,6 +43,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--target-n", type=int, default=59000)
     p.add_argument("--target-draws", type=int, default=200)
+    p.add_argument("--out", default="bench/results/attack_scale.md")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     rows = []
@@ -63,12 +64,18 @@ def main() -> None:
     A = np.array([[n, n * d] for n, d, _ in rows], float)
     (a, b), *_ = np.linalg.lstsq(A, np.array([t for *_, t in rows]), rcond=None)
     full = a * args.target_n + b * args.target_n * args.target_draws
-    print(f"fit: {a * 1e3:.3f} ms per sample + {b * 1e6:.2f} us per sample x draw "
-          f"({args.models} models, {args.epochs} epochs tracked)")
-    print(f"extrapolated, one arm, one process: N={args.target_n}: "
-          f"{full / 60:.1f} min at {args.target_draws} draws, "
-          f"{(a + b * 20) * args.target_n / 60:.1f} min at 20 draws")
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    lines = [f"# Attack stage at scale (bench/bench_attack_scale.py): one arm, {args.models} "
+             f"shadow models, {args.epochs} tracked epochs, one process", "",
+             "| pool samples N | models+samples draws | wall (s) |", "|---|---|---|"]
+    lines += [f"| {n} | {d} | {t:.1f} |" for n, d, t in rows]
+    lines += ["", f"Least-squares fit: {a * 1e3:.2f} ms per sample + {b * 1e6:.0f} us per "
+              f"sample and draw. Extrapolated to N = {args.target_n}: "
+              f"{full / 60:.1f} min per arm at {args.target_draws} draws, "
+              f"{(a + b * 20) * args.target_n / 60:.1f} min at 20 draws (one process; the stage "
+              "runs two). Peak RSS "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB."]
+    print("\n".join(lines))
+    Path(args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,14 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-ORDER = ["train", "train_notes", "convs", "grads", "attack", "attack_100", "pipeline", "pin",
-         "coverage"]
+ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
+         "attack_scale", "pipeline", "pin", "coverage"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
-            "pipeline": "python bench/bench_pipeline.py --scaling"}
+            "pipeline": "python bench/bench_pipeline.py --scaling",
+            "attack_scale": "python bench/bench_attack_scale.py --sizes 2000 4000 --draws 20 40"}
 
 
 def machine() -> str:
