@@ -157,7 +157,7 @@ def figure(records: list[dict], png: Path) -> None:
 
     rows = [(r["cell"], pair.removesuffix("_minus_none"), d, bool(r["flagged_arms"]))
             for r in records for pair, d in sorted(r["deltas"].items())]
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * max(len(rows), 2) + 1.2))
+    fig, ax = plt.subplots(figsize=(10, 0.42 * max(len(rows), 2) + 1.2))
     for i, (cell, arm, d, flagged) in enumerate(rows):
         for off, key, colour in ((-0.15, "auc_identity_equal_epochs", "#d62728"),
                                  (0.15, "auc_identity_matched_fit", "#1f77b4")):
@@ -171,10 +171,11 @@ def figure(records: list[dict], png: Path) -> None:
     ax.set_yticks(range(len(rows)), [f"{c}: {a} − none{' (flagged)' if f else ''}"
                                      for c, a, _, f in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("AUC difference vs no normalization (red: equal epochs, blue: matched fit)")
+    ax.set_xlabel("AUC difference vs none, 95 % interval (red: equal epochs, blue: matched fit)",
+                  fontsize=9)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png, dpi=110, metadata={"Software": None})
+    fig.savefig(png, dpi=110, metadata={"Software": None}, bbox_inches="tight")
     plt.close(fig)
 
 
