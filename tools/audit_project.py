@@ -11,7 +11,8 @@ model (`audit.target_weights`, `audit.members`). Its dvc.yaml is bnmem's own, re
 - your data file is a dependency of `prepare`, your model file of every stage that builds
   a model, your weights and member list of `exposure` (all through `${...}` from params, so
   DVC reruns exactly what an edit touches);
-- the per-arm plot entries follow the project's `arms`.
+- no `plots:` section (DVC would show it in the root project's `dvc plots show` as
+  well); the audit's figures are in its report.md and plots/report/.
 
 Rerun it after changing which of audit.target_weights / audit.members are set; `--check`
 exits 1 when the committed dvc.yaml differs from what it would write.
@@ -59,14 +60,9 @@ def project_yaml(project: Path) -> str:
                     stage["cmd"] += f" {flag} ${{audit.{key}}}"
                     deps.append(f"${{audit.{key}}}")
         stage["deps"] = deps
-    arms = params.get("arms") or ["none", "batchnorm", "batchnorm_reg"]
-    for entry in spec.get("plots", []):
-        if isinstance(entry, dict):
-            for props in entry.values():
-                ys = props.get("y") if isinstance(props, dict) else None
-                if isinstance(ys, dict) and any(k.startswith("plots/train/") for k in ys):
-                    field = next(iter(ys.values()))
-                    props["y"] = {f"plots/train/{a}.csv": field for a in arms}
+    # no `plots:`: DVC collects every dvc.yaml's plots, so the root project's `dvc plots
+    # show` would list the audit's too; an audit's figures are in its report.md
+    spec.pop("plots", None)
     return HEADER + yaml.safe_dump(spec, sort_keys=False, width=100)
 
 
