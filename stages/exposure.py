@@ -29,6 +29,16 @@ def main() -> None:
     p.add_argument("--members", help="rows of your dataset it trained on (.npy or text)")
     args = p.parse_args()
     cfg = load_config(args.params)
+    given = {"audit.target_weights": (cfg.audit.target_weights, args.target_weights),
+             "audit.members": (cfg.audit.members, args.members)}
+    for key, (param, flag) in given.items():  # before any work: dvc.yaml tracks these files
+        if (param is None) != (flag is None):
+            raise ConfigError(f"{key}: {param!r} in params, but the stage got "
+                              f"{'--' + key.split('.')[1].replace('_', '-')} {flag!r}; "
+                              "regenerate dvc.yaml: python tools/audit_project.py <project dir>")
+    if args.target_weights and cfg.audit.target_arm not in cfg.arms:
+        raise ConfigError(f"audit.target_arm: {cfg.audit.target_arm!r} is not in arms "
+                          f"{list(cfg.arms)}; its shadows are the reference for your model")
     cli.setup(cfg.train.threads)
     pool = load_pool(args.pool)
     x, _ = tensors(pool, cfg.dataset)
@@ -40,19 +50,9 @@ def main() -> None:
         nets[a].load_state_dict(load_state(models / f"{a}.pt"))
     shards = {a: [Path(args.shadow_dir) / a / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
               for a in cfg.arms}
-    given = {"audit.target_weights": (cfg.audit.target_weights, args.target_weights),
-             "audit.members": (cfg.audit.members, args.members)}
-    for key, (param, flag) in given.items():
-        if (param is None) != (flag is None):
-            raise ConfigError(f"{key}: {param!r} in params, but the stage got "
-                              f"{'--' + key.split('.')[1].replace('_', '-')} {flag!r}; "
-                              "regenerate dvc.yaml: python tools/audit_project.py <project dir>")
     own = None
     if args.target_weights:
         arm = cfg.audit.target_arm
-        if arm not in cfg.arms:
-            raise ConfigError(f"audit.target_arm: {arm!r} is not in arms {list(cfg.arms)}; "
-                              "its shadows are the reference for your model")
         weights = Path(args.target_weights)
         model = load_target(build(metas[arm]), load_state(weights), weights, cfg.arch)
         index = pool.get("index", np.arange(pool["y_train"].size))
