@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example grid
+.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale
 
 setup: $(STAMP) data
 
@@ -71,3 +71,8 @@ audit-example: setup
 # the results grid over the zoo (README "The zoo"); resumes: finished cells are kept
 grid: setup
 	python tools/grid.py
+
+# the full-scale Fashion-MNIST protocol (README "Full-scale Fashion-MNIST"): fullscale.yaml
+# over params.yaml, run in a worktree of HEAD, outputs and stage timings to results/fullscale/
+fullscale: setup
+	python tools/fullscale.py

@@ -209,6 +209,35 @@ def test_pair_weights_equal_the_expanded_multiset():
         np.testing.assert_allclose(d[t], loo[t], rtol=1e-12)
 
 
+def test_leave_one_out_equals_the_per_pair_reference():
+    """The O(P) leave-one-pair-out Gaussians of a draw equal `gaussians` recomputed with
+    each drawn pair left out (the O(P^2) reference), with ties and duplicated pairs:
+    locations exactly, spreads to float64 rounding."""
+    rng = np.random.default_rng(12)
+    m, n = 16, 50
+    keep = keep_matrix(m, n, 4)
+    phi = np.round(rng.normal(size=(m, n, 2)) + keep[..., None], 1)  # many ties
+    phi[:, :5] += 1e3  # a large offset: the centred sums must not cancel
+    ps = PairSignals.build(phi, keep, np.arange(m))
+    for counts in (np.ones(8, int), np.array([3, 0, 1, 2, 0, 1, 1, 0]),
+                   np.array([0, 4, 0, 0, 2, 0, 2, 0]), rng.multinomial(8, np.full(8, 1 / 8))):
+        pairs, got = ps.leave_one_out(counts)
+        np.testing.assert_array_equal(pairs, np.flatnonzero(counts))
+        for i, p in enumerate(pairs):
+            w = counts.copy()
+            w[p] = 0
+            ref = ps.gaussians(w)
+            for f in ("mu_in", "mu_out"):  # order statistics: exact
+                np.testing.assert_array_equal(getattr(got, f)[i], getattr(ref, f))
+            # spread: a sum of squares minus p's term loses ~1e-16 of the whole sum, so
+            # where the rest are all equal (true sd 0, floored to 1e-8) the downdate
+            # leaves sqrt(1e-16 x spread^2) ~ 1e-8 x spread (spread ~1 here): atol 1e-7
+            for f in ("sd_in", "sd_out", "pooled_in", "pooled_out"):
+                np.testing.assert_allclose(getattr(got, f)[i], getattr(ref, f), rtol=1e-12,
+                                           atol=1e-7)
+    assert ps.leave_one_out(np.array([0, 5, 0, 0, 3, 0, 0, 0]))[1] is None  # one pair left
+
+
 # ---------------------------------------------------------------- shards
 
 def write_shadow(tmp_path, phi, keep, ids, labels, splits, epochs=None):

@@ -38,7 +38,8 @@ def _imports(file: Path) -> set[str]:
 
 def closure(script: Path) -> set[Path]:
     """Files of every bnmem module `script` needs, with the C sources the native package
-    compiles (sources and headers), and stages/_boot.py when the script imports it."""
+    compiles (sources and headers) and any C file a module names (its own kernel), and
+    stages/_boot.py when the script imports it."""
     todo, seen = list(_imports(script)), set()
     if "import _boot" in script.read_text():
         todo += list(_imports(ROOT / "stages" / "_boot.py"))
@@ -49,6 +50,9 @@ def closure(script: Path) -> set[Path]:
         seen.add(name)
         todo += list(_imports(_module_file(name)))
     files = {_module_file(n) for n in seen}
+    for f in list(files):  # a module's own C kernel (bnmem/roc.py compiles roc_boot.c)
+        files |= {c for c in f.parent.glob("*.c") if f.parent != SRC / "bnmem" / "native"
+                  and c.name in f.read_text()}
     if "bnmem.native" in seen:
         files |= {p for p in (SRC / "bnmem" / "native").iterdir() if p.suffix in (".c", ".h")}
     return files

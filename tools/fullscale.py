@@ -1,0 +1,181 @@
+"""The full-scale Fashion-MNIST protocol in one command: fullscale.yaml's keys set over
+params.yaml, the whole pipeline (`dvc repro`) run in a git worktree of HEAD, and its report,
+headline metrics, results and figures copied to results/fullscale/ with the wall time and
+peak memory of every stage (timing.md, timing.json).
+
+    python tools/fullscale.py                 # make fullscale
+    python tools/fullscale.py --config my.yaml --out results/my-run --workdir /tmp/run
+
+The workspace is never touched (the run has its own worktree, DVC cache and outputs), so
+the default pipeline's committed outputs stay those of the default params. Wall time per
+stage is the time from DVC's "Running stage" line to the next one; peak RSS is sampled
+every 0.2 s over the whole process tree (DVC, the stage, its worker processes).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY = ("report.md", "metrics", "results", "plots")  # outputs kept (files <= MAX_BYTES)
+MAX_BYTES = 2_000_000
+
+
+def apply(params: dict, overrides: dict) -> dict:
+    """params with every dotted key of `overrides` set (a.b: 1 sets params[a][b])."""
+    for key, value in overrides.items():
+        node = params
+        *path, last = key.split(".")
+        for part in path:
+            if not isinstance(node.get(part), dict):
+                raise SystemExit(f"{key}: no such parameter in params.yaml")
+            node = node[part]
+        if last not in node:
+            raise SystemExit(f"{key}: no such parameter in params.yaml")
+        node[last] = value
+    return params
+
+
+class Monitor:
+    """Peak RSS of a process tree, per stage, sampled in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.root, self.stage, self.peak, self.total_peak = psutil.Process(pid), "(dvc)", {}, 0
+        self.done = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.done.is_set():
+            rss = 0
+            try:
+                for p in [self.root, *self.root.children(recursive=True)]:
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                break
+            self.peak[self.stage] = max(self.peak.get(self.stage, 0), rss)
+            self.total_peak = max(self.total_peak, rss)
+            time.sleep(0.2)
+
+
+def run(workdir: Path, log: Path) -> tuple[list[dict], int, int]:
+    """`dvc repro` in workdir; ([{stage, seconds, peak_rss_mib}], total peak, return code)."""
+    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}  # the worktree's bnmem, not ours
+    proc = subprocess.Popen(["dvc", "repro"], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    mon, rows, t_stage = Monitor(proc.pid), [], time.perf_counter()
+    with open(log, "w") as out:
+        for line in proc.stdout:
+            out.write(line)
+            out.flush()
+            hit = re.match(r"Running stage '([^']+)'", line)
+            if hit:
+                now = time.perf_counter()
+                if rows:
+                    rows[-1]["seconds"] = now - t_stage
+                rows.append({"stage": hit.group(1)})
+                t_stage, mon.stage = now, hit.group(1)
+    rc = proc.wait()
+    mon.done.set()
+    if rows:
+        rows[-1]["seconds"] = time.perf_counter() - t_stage
+    for r in rows:
+        r["peak_rss_mib"] = round(mon.peak.get(r["stage"], 0) / 2 ** 20)
+        r["seconds"] = round(r["seconds"], 1)
+    return rows, round(mon.total_peak / 2 ** 20), rc
+
+
+def collect(workdir: Path, out: Path) -> list[str]:
+    """Copy the run's outputs (COPY, small files only) from workdir to out."""
+    copied = []
+    for name in COPY:
+        src = workdir / name
+        files = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())
+        for f in files:
+            rel = f.relative_to(workdir)
+            if f.stat().st_size > MAX_BYTES or rel.parts[:2] == ("results", "fullscale"):
+                continue
+            if rel.parts[0] == "results" and not _made_by_pipeline(workdir, rel):
+                continue  # committed results of other tools (grid, arch search), not this run
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, out / rel)
+            copied.append(str(rel))
+    return copied
+
+
+def _made_by_pipeline(workdir: Path, rel: Path) -> bool:
+    lock = (workdir / "dvc.lock").read_text()
+    return f"path: {rel}" in lock
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default="fullscale.yaml")
+    p.add_argument("--out", default="results/fullscale")
+    p.add_argument("--workdir", default="/tmp/bnmem-fullscale")
+    args = p.parse_args()
+    overrides = yaml.safe_load((ROOT / args.config).read_text())
+    workdir, out = Path(args.workdir), ROOT / args.out
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "src", "stages", "dvc.yaml"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    if dirty:
+        print(f"note: uncommitted changes in src/stages/dvc.yaml are not run (HEAD {head[:7]})")
+    if workdir.exists():
+        subprocess.run(["git", "worktree", "remove", "--force", str(workdir)], cwd=ROOT)
+        shutil.rmtree(workdir, ignore_errors=True)
+    subprocess.run(["git", "worktree", "add", "--detach", str(workdir), head], cwd=ROOT,
+                   check=True, capture_output=True)
+    params = apply(yaml.safe_load((workdir / "params.yaml").read_text()), overrides)
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    print(f"running the pipeline in {workdir} (HEAD {head[:7]}); log: {workdir}/repro.log",
+          flush=True)
+    t0 = time.perf_counter()
+    rows, peak, rc = run(workdir, workdir / "repro.log")
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        sys.exit(f"dvc repro failed (exit {rc}); see {workdir}/repro.log (nothing copied)")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    copied = collect(workdir, out)
+    shutil.copy2(workdir / "params.yaml", out / "params.yaml")
+    timing = {"commit": head, "overrides": overrides, "wall_seconds": round(wall, 1),
+              "peak_rss_mib": peak, "cpu": _cpu(), "stages": rows}
+    (out / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+    lines = [f"# Full-scale run: wall time and memory per stage", "",
+             f"`python tools/fullscale.py --config {args.config}` at {head[:7]} on {_cpu()}; "
+             f"total wall **{wall / 60:.1f} min**, peak RSS of the process tree "
+             f"**{peak / 1024:.2f} GiB**.", "",
+             "| stage | wall (s) | peak RSS (MiB) |", "|---|---:|---:|"]
+    lines += [f"| {r['stage']} | {r['seconds']:.1f} | {r['peak_rss_mib']} |" for r in rows]
+    (out / "timing.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"copied {len(copied)} files to {out}")
+
+
+def _cpu() -> str:
+    try:
+        name = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                    if l.startswith("model name"))
+    except (OSError, StopIteration):
+        name = "unknown CPU"
+    return f"{name}, {os.cpu_count()} cores"
+
+
+if __name__ == "__main__":
+    main()
