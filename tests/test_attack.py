@@ -348,6 +348,7 @@ def test_bootstrap_ci_contains_estimate_and_is_seeded():
                                           else ~keep).sum())
         assert (row["tpr_at_fpr_1e-2"] is None) == (row["n_negatives"] * 1e-2 < 10)
         assert row["tpr_at_fpr_1e-3"] is None and row["tpr_at_fpr_1e-3_lo"] is None
+        assert row["tpr_at_fpr_1e-4"] is None
         assert 0 <= row["tpr_at_zero_fp"] <= 1
     again = evaluate(scores, keep, kind, bootstrap_weights(kind, 50, np.random.default_rng([0, 1])))
     assert again[0] == met
@@ -358,6 +359,13 @@ def test_bootstrap_ci_contains_estimate_and_is_seeded():
                                                "tpr_at_fpr_1e-3": None,
                                                "tpr_at_fpr_1e-3_lo": None,
                                                "tpr_at_fpr_1e-3_hi": None}
+    # 2 x 60 000 negatives: 12 false positives allowed at 1e-4, so it is reported, and
+    # (members shifted by 4 sd) it is far above the FPR
+    big = np.r_[np.ones(60_000, bool), np.zeros(60_000, bool)][None].repeat(2, 0)
+    big[1] = ~big[1]
+    big_scores = rng.normal(size=big.shape) + 4.0 * big
+    row = evaluate(big_scores, big, np.zeros(big.shape[1], np.int8), subsets=("all",))[0]["all"]
+    assert row["n_negatives"] == 120_000 and row["tpr_at_fpr_1e-4"] > 0.1
     empty = evaluate(scores, keep, np.zeros(n, np.int8), boot)[0]
     assert empty["flipped"]["auc"] is None and empty["all"]["auc"] == met["all"]["auc"]
 

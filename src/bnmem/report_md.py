@@ -111,16 +111,19 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
         L.append(f"| {a} | {_f(attack[a][variant]['all']['auc'], 4)} | {n['mean']:.4f} "
                  f"[{n['min']:.4f}, {n['max']:.4f}] |")
     L += ["", f"## Membership inference (`{variant}`)", "",
-          "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR at FPR 1e-3, all | TPR at 0 FP, all |",
-          "|---|---|---|---|---|---|---|"]
+          "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR at FPR 1e-3, all | "
+          "TPR at FPR 1e-4, all | TPR at 0 FP, all |",
+          "|---|---|---|---|---|---|---|---|"]
     for a in arms:
         m = mem_arms[a]
         L.append(f"| {a} | {_est(m['auc_all'])} | {_est(m['auc_clean'])} | "
                  f"{_est(m['auc_flipped'])} | {_est(m['auc_ood'])} | "
                  f"{_est(m['tpr_low_all'], digits=4)} | "
+                 f"{_g(attack[a][variant]['all'].get('tpr_at_fpr_1e-4'))} | "
                  f"{_g(attack[a][variant]['all'].get('tpr_at_zero_fp'))} |")
     neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in ("all", "flipped", "ood")}
-    L += ["", "Intervals: models+samples. TPR at FPR f is reported only where the negatives "
+    L += ["", "Intervals: models+samples (TPR at 1e-4 and at 0 FP: point estimates). TPR at "
+          "FPR f is reported only where the negatives "
           f"allow ≥ 10 false positives at f (negatives: all {neg['all']}, flipped "
           f"{neg['flipped']}, OOD {neg['ood']}); per subset and variant, with samples-only "
           "intervals, in `results/attack.json` (null where unsupported).", "",

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 KERNEL = Path(__file__).with_name("roc_boot.c")  # the resamples' one-pass C loop
 _LIB: list = []  # [the loaded kernel or None], filled on first use
 
-FPR_LEVELS = {"1e-3": 1e-3, "1e-2": 1e-2}  # metric key suffix -> FPR bound (strict)
+FPR_LEVELS = {"1e-4": 1e-4, "1e-3": 1e-3, "1e-2": 1e-2}  # key suffix -> FPR bound (strict)
 MIN_FALSE_POSITIVES = 10  # TPR at FPR f is reported only when negatives x f >= this
 CI_KEYS = ("auc", "tpr_at_fpr_1e-3")  # metrics that get bootstrap CIs
 ROC_GRID = np.logspace(-4, 0, 100)  # FPR values of the stored ROC curves
