@@ -8,8 +8,10 @@ peak memory of every stage (timing.md, timing.json).
 
 The workspace is never touched (the run has its own worktree, DVC cache and outputs), so
 the default pipeline's committed outputs stay those of the default params. Wall time per
-stage is the time from DVC's "Running stage" line to the next one; peak RSS is sampled
-every 0.2 s over the whole process tree (DVC, the stage, its worker processes).
+stage is the time from DVC's "Running stage" line to the next one; peak memory is the
+proportional set size (PSS: a page shared by n processes counts 1/n in each, so forked
+workers are not counted twice; RSS where PSS is unreadable) summed over the whole process
+tree (DVC, the stage, its worker processes), sampled every 0.2 s.
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def apply(params: dict, overrides: dict) -> dict:
 
 
 class Monitor:
-    """Peak RSS of a process tree, per stage, sampled in a thread."""
+    """Peak memory (PSS) of a process tree, per stage, sampled in a thread."""
 
     def __init__(self, pid: int) -> None:
         self.root, self.stage, self.peak, self.total_peak = psutil.Process(pid), "(dvc)", {}, 0
@@ -60,10 +62,13 @@ class Monitor:
             rss = 0
             try:
                 for p in [self.root, *self.root.children(recursive=True)]:
-                    try:
-                        rss += p.memory_info().rss
-                    except psutil.Error:
-                        pass
+                    try:  # PSS: pages shared by forked workers are counted once in all
+                        rss += p.memory_full_info().pss
+                    except (psutil.Error, AttributeError):
+                        try:
+                            rss += p.memory_info().rss
+                        except psutil.Error:
+                            pass
             except psutil.Error:
                 break
             self.peak[self.stage] = max(self.peak.get(self.stage, 0), rss)
@@ -72,7 +77,7 @@ class Monitor:
 
 
 def run(workdir: Path, log: Path) -> tuple[list[dict], int, int]:
-    """`dvc repro` in workdir; ([{stage, seconds, peak_rss_mib}], total peak, return code)."""
+    """`dvc repro` in workdir; ([{stage, seconds, peak_pss_mib}], total peak, return code)."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}  # the worktree's bnmem, not ours
     proc = subprocess.Popen(["dvc", "repro"], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -93,7 +98,7 @@ def run(workdir: Path, log: Path) -> tuple[list[dict], int, int]:
     if rows:
         rows[-1]["seconds"] = time.perf_counter() - t_stage
     for r in rows:
-        r["peak_rss_mib"] = round(mon.peak.get(r["stage"], 0) / 2 ** 20)
+        r["peak_pss_mib"] = round(mon.peak.get(r["stage"], 0) / 2 ** 20)
         r["seconds"] = round(r["seconds"], 1)
     return rows, round(mon.total_peak / 2 ** 20), rc
 
@@ -108,8 +113,8 @@ def collect(workdir: Path, out: Path) -> list[str]:
             rel = f.relative_to(workdir)
             if f.stat().st_size > MAX_BYTES or rel.parts[:2] == ("results", "fullscale"):
                 continue
-            if rel.parts[0] == "results" and not _made_by_pipeline(workdir, rel):
-                continue  # committed results of other tools (grid, arch search), not this run
+            if not _made_by_pipeline(workdir, rel):
+                continue  # committed files of other tools (grid, sweeps), not this run
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, out / rel)
             copied.append(str(rel))
@@ -117,8 +122,9 @@ def collect(workdir: Path, out: Path) -> list[str]:
 
 
 def _made_by_pipeline(workdir: Path, rel: Path) -> bool:
+    """An output of a stage in dvc.lock, or a file inside an output folder."""
     lock = (workdir / "dvc.lock").read_text()
-    return f"path: {rel}" in lock
+    return any(f"path: {Path(*rel.parts[:k])}\n" in lock for k in range(1, len(rel.parts) + 1))
 
 
 def main() -> None:
@@ -153,16 +159,17 @@ def main() -> None:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     copied = collect(workdir, out)
-    shutil.copy2(workdir / "params.yaml", out / "params.yaml")
+    for name in ("params.yaml", "dvc.lock"):  # the settings, and every dep's and out's hash
+        shutil.copy2(workdir / name, out / name)
     timing = {"commit": head, "overrides": overrides, "wall_seconds": round(wall, 1),
-              "peak_rss_mib": peak, "cpu": _cpu(), "stages": rows}
+              "peak_pss_mib": peak, "cpu": _cpu(), "stages": rows}
     (out / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
     lines = [f"# Full-scale run: wall time and memory per stage", "",
              f"`python tools/fullscale.py --config {args.config}` at {head[:7]} on {_cpu()}; "
-             f"total wall **{wall / 60:.1f} min**, peak RSS of the process tree "
+             f"total wall **{wall / 60:.1f} min**, peak memory (PSS) of the process tree "
              f"**{peak / 1024:.2f} GiB**.", "",
-             "| stage | wall (s) | peak RSS (MiB) |", "|---|---:|---:|"]
-    lines += [f"| {r['stage']} | {r['seconds']:.1f} | {r['peak_rss_mib']} |" for r in rows]
+             "| stage | wall (s) | peak PSS (MiB) |", "|---|---:|---:|"]
+    lines += [f"| {r['stage']} | {r['seconds']:.1f} | {r['peak_pss_mib']} |" for r in rows]
     (out / "timing.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"copied {len(copied)} files to {out}")
