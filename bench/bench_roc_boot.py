@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels first)
 import numpy as np
@@ -19,6 +20,7 @@ def main() -> None:
     p.add_argument("--models", type=int, default=64)
     p.add_argument("--samples", type=int, default=8000)
     p.add_argument("--resamples", type=int, default=200)
+    p.add_argument("--out", default="bench/results/roc_boot.md")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     keep = rng.random((args.models, args.samples)) < 0.5
@@ -32,14 +34,16 @@ def main() -> None:
         rows.append((name, time.perf_counter() - t0, out))
     diff = np.abs(rows[0][2]["auc"] - rows[1][2]["auc"]).max()
     pairs = keep.size * args.resamples
-    print(f"# ROC bootstrap: {args.models} models x {args.samples} samples, "
-          f"{args.resamples} resamples ({pairs / 1e6:.0f} M pair-visits)\n")
-    print("| path | seconds | ns per pair and resample | speed-up |\n|---|---:|---:|---:|")
-    for name, t, _ in rows:
-        print(f"| {name} | {t:.2f} | {t / pairs * 1e9:.1f} | {rows[0][1] / t:.1f}x |")
-    print(f"\nmax |AUC difference| {diff:.1e}; TPR at 1e-3 identical: "
-          f"{np.array_equal(rows[0][2]['tpr_at_fpr_1e-3'], rows[1][2]['tpr_at_fpr_1e-3'])}")
-
+    lines = [f"# ROC bootstrap, C pass vs numpy (bench/bench_roc_boot.py): {args.models} "
+             f"models x {args.samples} samples, {args.resamples} resamples "
+             f"({pairs / 1e6:.0f} M pair-visits)", "",
+             "| path | seconds | ns per pair and resample | speed-up |", "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {t:.2f} | {t / pairs * 1e9:.1f} | {rows[0][1] / t:.1f}x |"
+              for name, t, _ in rows]
+    lines += ["", f"max |AUC difference| {diff:.1e}; TPR at 1e-3 identical: "
+              f"{np.array_equal(rows[0][2]['tpr_at_fpr_1e-3'], rows[1][2]['tpr_at_fpr_1e-3'])}"]
+    print("\n".join(lines))
+    Path(args.out).write_text("\n".join(lines) + "\n")
 
 if __name__ == "__main__":
     main()

@@ -18,13 +18,13 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
-         "attack_scale", "pipeline", "pin", "coverage"]
+         "attack_scale", "roc_boot", "pipeline", "pin", "coverage"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
             "pipeline": "python bench/bench_pipeline.py --scaling",
-            "attack_scale": "python bench/bench_attack_scale.py --sizes 2000 4000 --draws 20 40"}
+            "attack_scale": "python bench/bench_attack_scale.py --sizes 4000 8000 --draws 10 20"}
 
 
 def machine() -> str:
