@@ -174,6 +174,8 @@ class PairSignals:
     pair_of: np.ndarray   # [m] pair index of each model
     first: np.ndarray     # [P] the pair's model with the lower id (index into models)
     second: np.ndarray    # [P]
+    inside_raw: np.ndarray   # [P, Q, N] `inside` in pair order (leave_one_out's multisets)
+    outside_raw: np.ndarray  # [P, Q, N]
 
     @classmethod
     def build(cls, phi: np.ndarray, keep: np.ndarray, model_ids: np.ndarray) -> "PairSignals":
@@ -188,7 +190,7 @@ class PairSignals:
         inside, outside = np.where(k, a, b), np.where(k, b, a)
         io, oo = np.argsort(inside, axis=0), np.argsort(outside, axis=0)
         return cls(np.take_along_axis(inside, io, 0), np.take_along_axis(outside, oo, 0),
-                   io, oo, pair_of, first, second)
+                   io, oo, pair_of, first, second, inside, outside)
 
     def gaussians(self, weight: np.ndarray) -> Gaussians:
         """IN/OUT Gaussians of the shadow pairs taken `weight` [P] times each (integers):
@@ -225,9 +227,8 @@ class PairSignals:
         c = counts[drawn][:, None, None]
         n = int(counts.sum()) - c  # [D, 1, 1] multiset size without p
         out = []
-        for srt, order in ((self.inside, self.in_order), (self.outside, self.out_order)):
-            raw = np.empty_like(srt)
-            np.put_along_axis(raw, order, srt, axis=0)  # back to pair order
+        for raw, order in ((self.inside_raw, self.in_order),
+                           (self.outside_raw, self.out_order)):
             expanded = np.sort(np.repeat(raw, counts, axis=0), axis=0)  # E [n_draw, Q, N]
             cs = counts[order]
             before = np.empty_like(cs)
@@ -243,7 +244,7 @@ class PairSignals:
             x = x - x.mean(0)  # centred: the sums below lose no precision to the mean
             s1, s2 = x.sum(0) - x, (x ** 2).sum(0) - x ** 2
             ss = np.maximum(s2 - s1 ** 2 / m, 0.0)
-            out.append((mu, *_scales(ss, np.full(srt.shape[-1], m))))
+            out.append((mu, *_scales(ss, np.full(raw.shape[-1], m))))
         (mu_in, sd_in, pooled_in), (mu_out, sd_out, pooled_out) = out
         return drawn, Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
 
