@@ -27,6 +27,8 @@ def test_repo_params_load():
     ({"train": {"lr": 0}}, "train.lr"),
     ({"train": {"lr": -1}}, "train.lr"),
     ({"train": {"batch_szie": 3}}, "train.batch_szie"),
+    ({"grads": {"other_definition": "sometimes"}}, "grads.other_definition"),
+    ({"grads": {"both_at_every_checkpoint": True}}, "grads.both_at_every_checkpoint"),
     ({"shadow": {"n_models": 7}}, "shadow.n_models"),
     ({"shadow": {"n_models": 2}}, "shadow.n_models"),
     ({"shadow": {"n_models": 16, "shards": 3, "shard_ids": [0, 1, 2]}}, "shadow.shards"),

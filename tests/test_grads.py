@@ -261,15 +261,16 @@ def test_summarize_and_histogram() -> None:
     assert np.allclose(h["bin_right"][:4], h["bin_left"][1:5])
 
 
-def _tiny_arm(tmp_path: Path, arm: str) -> dict:
+def _tiny_arm(tmp_path: Path, arm: str, other: str = "every") -> dict:
     n = 24
+    tmp_path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     kind = np.zeros(n, dtype=np.int8)
     kind[:3], kind[3:5] = 1, 2
     pool = tmp_path / "pool.npz"
     np.savez(pool, x=rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
              y_train=rng.integers(0, 10, n), y_clean=rng.integers(0, 10, n), kind=kind)
-    raw = {"arms": [arm], "pool_size": n, "grads": {"chunk_size": 10, "both_at_every_checkpoint": True},
+    raw = {"arms": [arm], "pool_size": n, "grads": {"chunk_size": 10, "other_definition": other},
            "train": {"epochs": 2, "batch_size": 8, "checkpoints": [1], "device": "cpu",
                      "threads": 1}}
     cfg = config_from_dict(raw)
@@ -322,6 +323,23 @@ def test_stage_end_to_end(tmp_path: Path) -> None:
     hist = pd.read_csv(paths["--hist"])
     assert list(hist.columns) == ["kind", "bin_left", "bin_right", "count", "density"]
     assert hist.groupby("kind")["count"].sum().to_dict() == {"clean": 19, "flipped": 3, "ood": 2}
+
+
+def test_stage_other_definition_off_skips_the_batch_coupled_norms(tmp_path: Path) -> None:
+    """grads.other_definition=off (full scale): the configured definition's norms are those
+    of a run that also computes the other one; the other's rows are NaN, its keys absent."""
+    runs = {}
+    for other in ("every", "off"):
+        paths = _tiny_arm(tmp_path / other, "batchnorm", other)
+        proc = _run(paths)
+        assert proc.returncode == 0, proc.stderr
+        with np.load(paths["--out"], allow_pickle=False) as z:
+            runs[other] = ({k: z[k] for k in z.files}, json.loads(paths["--metrics"].read_text()))
+    (every, m_every), (off, m_off) = runs["every"], runs["off"]
+    np.testing.assert_array_equal(off["norms_epoch"], every["norms_epoch"])
+    assert np.isfinite(every["norms_batch_epoch"]).all() and np.isnan(off["norms_batch_epoch"]).all()
+    assert not any(k.endswith(("_batch", "_batch_early")) for k in m_off)
+    assert {k: v for k, v in m_every.items() if "_batch" not in k} == m_off
 
 
 def test_stage_missing_checkpoint_is_one_line(tmp_path: Path) -> None:

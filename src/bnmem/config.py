@@ -23,6 +23,7 @@ ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm")
 SCHEDULES = ("cosine", "constant", "step")
 DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
+OTHER_DEFINITION = ("final", "every", "off")  # grads.other_definition
 INITS = ("default", "kaiming")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
@@ -83,7 +84,7 @@ class RegConfig:
 class GradsConfig:
     definition: str = "eval"
     chunk_size: int = 256
-    both_at_every_checkpoint: bool = False
+    other_definition: str = "final"  # BN arms: the other definition at the final checkpoint | every | off
     workers: int = 2
 
 
@@ -263,6 +264,8 @@ def validate(cfg: Config) -> Config:
     g = cfg.grads
     _check(g.definition in GRAD_DEFINITIONS, "grads.definition", " | ".join(GRAD_DEFINITIONS),
            g.definition)
+    _check(g.other_definition in OTHER_DEFINITION, "grads.other_definition",
+           " | ".join(OTHER_DEFINITION), g.other_definition)
     _check(g.chunk_size >= 1, "grads.chunk_size", "an integer >= 1", g.chunk_size)
     _check(g.workers >= 1, "grads.workers", "an integer >= 1", g.workers)
     s = cfg.shadow

@@ -243,13 +243,14 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
 
 def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
                      definition: str, chunk_size: int, batches: Sequence[np.ndarray],
-                     progress: bool = False, other_every: bool = True,
+                     progress: bool = False, other: str = "every",
                      workers: int = 1) -> tuple[dict[str, np.ndarray], GradNorms]:
     """Load each state dict into `model` in turn; norms under both definitions.
 
-    With other_every=False a BN model gets the non-configured definition at the final
-    checkpoint only (earlier rows are NaN): the batch definition costs several times eval
-    (BENCHMARKS.md, bench_grads).
+    `other` says where a BN model also gets the non-configured definition: "every"
+    checkpoint, the "final" one only, or "off" (its rows are NaN where not computed). The
+    batch definition costs several times eval (BENCHMARKS.md, bench_grads), and at the
+    full-scale pool it is most of the stage (README "Full-scale Fashion-MNIST").
 
     Returns ({"eval": [E, N], "batch": [E, N]}, the last state's GradNorms under
     `definition`, which carries the per-layer norms). Without BN the batch rows are the
@@ -262,8 +263,8 @@ def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, 
     for i, state in enumerate(states):
         model.load_state_dict(state)
         wanted = ("eval", "batch") if coupled else ("eval",)
-        if coupled and not other_every and i < len(states) - 1:
-            wanted = (definition,)  # the other definition only at the final checkpoint
+        if coupled and (other == "off" or (other == "final" and i < len(states) - 1)):
+            wanted = (definition,)
         for d in wanted:
             res = grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
             rows[d].append(res.norms)
@@ -333,8 +334,8 @@ def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
                   states: Iterable[dict], progress: bool = True
                   ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
     """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
-    order), under the configured definition and, for BN arms, the other one at the final
-    checkpoint. Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
+    order), under the configured definition and, for BN arms, the other one where
+    `grads.other_definition` asks (final checkpoint | every | off). Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
     x, y = tensors(pool, cfg.dataset)
     model = build(meta).to(resolve_device(cfg.train.device))
     # the first epoch's training batches: the batches the batch-coupled definition couples
@@ -343,7 +344,7 @@ def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
     other = "batch" if definition == "eval" else "eval"
     rows, final = checkpoint_norms(model, states, x, y, definition, cfg.grads.chunk_size,
                                    batches, progress=progress,
-                                   other_every=cfg.grads.both_at_every_checkpoint,
+                                   other=cfg.grads.other_definition,
                                    workers=cfg.grads.workers)
     main_rows, other_rows = rows[definition], rows[other]
     arrays = dict(norms=main_rows[-1], norms_epoch=main_rows,
@@ -354,7 +355,8 @@ def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
     kind = pool["kind"]
     summary = {"epoch_final": epochs[-1], "epoch_early": epochs[0],
                **summarize(main_rows[-1], kind), **summarize(main_rows[0], kind, "_early"),
-               **summarize(other_rows[-1], kind, f"_{other}"),
+               **(summarize(other_rows[-1], kind, f"_{other}")
+                  if np.isfinite(other_rows[-1]).all() else {}),
                **(summarize(other_rows[0], kind, f"_{other}_early")
                   if np.isfinite(other_rows[0]).all() else {})}
     return arrays, summary, pd.DataFrame(histogram(main_rows[-1], kind))

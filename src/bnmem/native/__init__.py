@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 from typing import Sequence
 
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bnmem import ckernel
 from bnmem.models import LeNet
 from bnmem.native.library import (ERRORS, HEADERS, KERNELS, NORMS, RUNNING, SLOTS, build,
                                   load)
@@ -41,7 +41,7 @@ _LOCK = threading.Lock()
 def _lib(dtype: torch.dtype, kernel: str = "lenet_sq") -> ctypes.CDLL | None:
     """The library `kernel` (a KERNELS key) for dtype, built once per process; None where
     it cannot run here (BNMEM_NATIVE=0, a dtype other than float32/float64, no compiler)."""
-    if os.environ.get("BNMEM_NATIVE", "1") == "0" or dtype not in (torch.float32, torch.float64):
+    if not ckernel.enabled() or dtype not in (torch.float32, torch.float64):
         return None
     with _LOCK:
         if (kernel, dtype) not in _LIBS:
