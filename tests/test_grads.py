@@ -325,21 +325,21 @@ def test_stage_end_to_end(tmp_path: Path) -> None:
     assert hist.groupby("kind")["count"].sum().to_dict() == {"clean": 19, "flipped": 3, "ood": 2}
 
 
-def test_stage_other_definition_off_skips_the_batch_coupled_norms(tmp_path: Path) -> None:
-    """grads.other_definition=off (full scale): the configured definition's norms are those
+def test_stage_other_definition_never_skips_the_batch_coupled_norms(tmp_path: Path) -> None:
+    """grads.other_definition=never (full scale): the configured definition's norms are those
     of a run that also computes the other one; the other's rows are NaN, its keys absent."""
     runs = {}
-    for other in ("every", "off"):
+    for other in ("every", "never"):
         paths = _tiny_arm(tmp_path / other, "batchnorm", other)
         proc = _run(paths)
         assert proc.returncode == 0, proc.stderr
         with np.load(paths["--out"], allow_pickle=False) as z:
             runs[other] = ({k: z[k] for k in z.files}, json.loads(paths["--metrics"].read_text()))
-    (every, m_every), (off, m_off) = runs["every"], runs["off"]
-    np.testing.assert_array_equal(off["norms_epoch"], every["norms_epoch"])
-    assert np.isfinite(every["norms_batch_epoch"]).all() and np.isnan(off["norms_batch_epoch"]).all()
-    assert not any(k.endswith(("_batch", "_batch_early")) for k in m_off)
-    assert {k: v for k, v in m_every.items() if "_batch" not in k} == m_off
+    (every, m_every), (never, m_never) = runs["every"], runs["never"]
+    np.testing.assert_array_equal(never["norms_epoch"], every["norms_epoch"])
+    assert np.isfinite(every["norms_batch_epoch"]).all() and np.isnan(never["norms_batch_epoch"]).all()
+    assert not any(k.endswith(("_batch", "_batch_early")) for k in m_never)
+    assert {k: v for k, v in m_every.items() if "_batch" not in k} == m_never
 
 
 def test_stage_missing_checkpoint_is_one_line(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm")
 SCHEDULES = ("cosine", "constant", "step")
 DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
-OTHER_DEFINITION = ("final", "every", "off")  # grads.other_definition
+OTHER_DEFINITION = ("final", "every", "never")  # grads.other_definition; not "off" (YAML: false)
 INITS = ("default", "kaiming")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
@@ -84,7 +84,7 @@ class RegConfig:
 class GradsConfig:
     definition: str = "eval"
     chunk_size: int = 256
-    other_definition: str = "final"  # BN arms: the other definition at the final checkpoint | every | off
+    other_definition: str = "final"  # BN arms: the other definition at the final checkpoint | every | never
     workers: int = 2
 
 

@@ -248,7 +248,7 @@ def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, 
     """Load each state dict into `model` in turn; norms under both definitions.
 
     `other` says where a BN model also gets the non-configured definition: "every"
-    checkpoint, the "final" one only, or "off" (its rows are NaN where not computed). The
+    checkpoint, the "final" one only, or "never" (its rows are NaN where not computed). The
     batch definition costs several times eval (BENCHMARKS.md, bench_grads), and at the
     full-scale pool it is most of the stage (README "Full-scale Fashion-MNIST").
 
@@ -263,7 +263,7 @@ def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, 
     for i, state in enumerate(states):
         model.load_state_dict(state)
         wanted = ("eval", "batch") if coupled else ("eval",)
-        if coupled and (other == "off" or (other == "final" and i < len(states) - 1)):
+        if coupled and (other == "never" or (other == "final" and i < len(states) - 1)):
             wanted = (definition,)
         for d in wanted:
             res = grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
@@ -335,7 +335,8 @@ def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
                   ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
     """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
     order), under the configured definition and, for BN arms, the other one where
-    `grads.other_definition` asks (final checkpoint | every | off). Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
+    `grads.other_definition` asks (final checkpoint | every | never).
+    Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
     x, y = tensors(pool, cfg.dataset)
     model = build(meta).to(resolve_device(cfg.train.device))
     # the first epoch's training batches: the batches the batch-coupled definition couples
