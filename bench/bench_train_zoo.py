@@ -7,6 +7,12 @@ same run, on the same models.
 
 Samples per second per model = models x samples x epochs / wall time. The two paths give
 bit-identical weights (tests/test_stacked.py::test_other_arch_falls_back_to_plain_loop).
+
+The roofline columns say how far any faster path could go on this CPU: GFLOP/s = samples/s
+x the model's forward + backward FLOPs per sample (FlopCounterMode), against a float32
+matmul of 2048^2 on all threads (the best the CPU's kernels do on dense work); "ceiling" =
+that peak / the baseline's GFLOP/s, the speed-up of a path running every FLOP at matmul
+peak.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from bnmem.data import preprocess
 from bnmem.io import load_npz
 from bnmem.pipeline import fit, model_meta
 from bnmem.stacked import train_stack
+from bench_train import flops_per_sample, sgemm_peak  # same folder: python bench/<this>.py
 
 
 def main() -> None:
@@ -43,10 +50,12 @@ def main() -> None:
     for k in range(args.models):
         keep[k, rng.choice(len(y), args.samples, replace=False)] = True
     seeds = list(range(args.models))
+    peak = sgemm_peak(args.workers)
     lines = ["# ResNet / DenseNet shadow training on the CPU (bench/bench_train_zoo.py)", "",
              "| arch | arm | plain loop, 2 threads (baseline) | plain loop, 1 thread | "
-             f"shadow stage path, {args.workers} workers x 1 thread | ratio to baseline |",
-             "|---|---|---|---|---|---|"]
+             f"shadow stage path, {args.workers} workers x 1 thread | ratio to baseline | "
+             "GFLOP/s baseline / path | ceiling at sgemm peak |",
+             "|---|---|---|---|---|---|---|---|"]
     print("\n".join(lines))
     for arch in args.archs:
         cfg = Config(arch=arch, arms=(args.arm,), model=ModelConfig(),
@@ -65,12 +74,19 @@ def main() -> None:
         t0 = time.perf_counter()
         train_stack(cfg, args.arm, x, y, keep, meta, seeds, seeds, workers=args.workers)
         rates["stack"] = work / (time.perf_counter() - t0)
+        gflop = {k: r * flops_per_sample(arch) / 1e9 for k, r in rates.items()}
         lines.append(f"| {arch} | {args.arm} | {rates['plain2']:.0f} | {rates['plain1']:.0f} | "
-                     f"{rates['stack']:.0f} | {rates['stack'] / rates['plain2']:.2f}x |")
+                     f"{rates['stack']:.0f} | {rates['stack'] / rates['plain2']:.2f}x | "
+                     f"{gflop['plain2']:.0f} / {gflop['stack']:.0f} | "
+                     f"{peak / gflop['plain2']:.2f}x |")
         print(lines[-1], flush=True)
     lines += ["", f"Samples/s per model; {args.models} models x {args.samples} samples x "
               f"{args.epochs} epochs, batch 64, the default pool's images; identical weights "
-              "on both paths (tests/test_stacked.py::test_other_arch_falls_back_to_plain_loop)."]
+              "on both paths (tests/test_stacked.py::test_other_arch_falls_back_to_plain_loop).",
+              "", f"sgemm peak (2048^2 float32 mm, best of 5, {args.workers} threads): "
+              f"{peak:.0f} GFLOP/s; FLOPs per sample (forward + backward, FlopCounterMode): "
+              + ", ".join(f"{a} {flops_per_sample(a) / 1e6:.1f} MFLOP" for a in args.archs) + ".",
+              f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}."]
     Path(args.out).write_text("\n".join(lines) + "\n")
 
 
