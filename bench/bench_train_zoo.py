@@ -51,6 +51,7 @@ def main() -> None:
         keep[k, rng.choice(len(y), args.samples, replace=False)] = True
     seeds = list(range(args.models))
     peak = sgemm_peak(args.workers)
+    flops = {arch: flops_per_sample(arch) for arch in args.archs}
     lines = ["# ResNet / DenseNet shadow training on the CPU (bench/bench_train_zoo.py)", "",
              "| arch | arm | plain loop, 2 threads (baseline) | plain loop, 1 thread | "
              f"shadow stage path, {args.workers} workers x 1 thread | ratio to baseline | "
@@ -74,7 +75,7 @@ def main() -> None:
         t0 = time.perf_counter()
         train_stack(cfg, args.arm, x, y, keep, meta, seeds, seeds, workers=args.workers)
         rates["stack"] = work / (time.perf_counter() - t0)
-        gflop = {k: r * flops_per_sample(arch) / 1e9 for k, r in rates.items()}
+        gflop = {k: r * flops[arch] / 1e9 for k, r in rates.items()}
         lines.append(f"| {arch} | {args.arm} | {rates['plain2']:.0f} | {rates['plain1']:.0f} | "
                      f"{rates['stack']:.0f} | {rates['stack'] / rates['plain2']:.2f}x | "
                      f"{gflop['plain2']:.0f} / {gflop['stack']:.0f} | "
@@ -85,7 +86,7 @@ def main() -> None:
               "on both paths (tests/test_stacked.py::test_other_arch_falls_back_to_plain_loop).",
               "", f"sgemm peak (2048^2 float32 mm, best of 5, {args.workers} threads): "
               f"{peak:.0f} GFLOP/s; FLOPs per sample (forward + backward, FlopCounterMode): "
-              + ", ".join(f"{a} {flops_per_sample(a) / 1e6:.1f} MFLOP" for a in args.archs) + ".",
+              + ", ".join(f"{a} {v / 1e6:.1f} MFLOP" for a, v in flops.items()) + ".",
               f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}."]
     Path(args.out).write_text("\n".join(lines) + "\n")
 
