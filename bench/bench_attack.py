@@ -25,7 +25,7 @@ from bnmem.attack import LIRA_VARIANTS, loo_lira, signals
 from bnmem.rmia import loo_rmia
 from bnmem.rng import SALT
 from bnmem.roc import bootstrap_weights, evaluate
-from bnmem.shadow import keep_matrix
+from bnmem.keep import keep_matrix
 
 Q, C = 2, 10
 
@@ -60,11 +60,13 @@ def baseline_lira(phi, keep, t):
         mu, sd = np.nanmedian(v, 0), np.nanstd(v, 0, ddof=1)
         dev = np.nansum((v - np.nanmean(v, 0)) ** 2, 0).sum(0)
         pooled = np.sqrt(dev / (mask.sum(0)[..., 0] - 1).sum())
-        stats[name] = (mu, sd, np.broadcast_to(pooled, sd.shape))
+        glob = np.full(sd.shape, np.nanstd(v))  # every signal of the set, ddof 0
+        stats[name] = {"sample": sd, "pooled": np.broadcast_to(pooled, sd.shape),
+                       "global": glob, "mu": mu}
     x = phi[t]
-    for variant, (online, fixed) in LIRA_VARIANTS.items():
-        (mi, si, pi), (mo, so, po) = stats["in"], stats["out"]
-        sin, sout = (pi, po) if fixed else (si, so)
+    for variant, (online, variance) in LIRA_VARIANTS.items():
+        mi, mo = stats["in"]["mu"], stats["out"]["mu"]
+        sin, sout = stats["in"][variance], stats["out"][variance]
         if online:
             sc = norm.logpdf(x, mi, sin) - norm.logpdf(x, mo, sout)
         else:
@@ -78,10 +80,12 @@ def baseline_rmia(logp, keep, t, pop, gamma):
     p = np.exp(lp)
     px = ((p * k).sum(0) / k.sum(0) + (p * ~k).sum(0) / (~k).sum(0)) / 2
     ratio = np.exp(logp[t]) / px
-    lr = ratio[:, None] / ratio[pop][None, :]  # [N, population]
-    self_ = np.zeros(lr.shape, bool)
-    self_[pop, np.arange(pop.size)] = True
-    return ((lr >= gamma) & ~self_).sum(1) / (pop.size - self_.any(1))
+    lr = ratio[:, None] / ratio[pop][None, :]  # [N, population + 1]
+    # every sample against `population` others: the draw without itself, else without its last
+    use = np.ones(lr.shape, bool)
+    use[pop, np.arange(pop.size)] = False
+    use[np.setdiff1d(np.arange(lr.shape[0]), pop), -1] = False
+    return ((lr >= gamma) & use).sum(1) / (pop.size - 1)
 
 
 def main() -> None:
@@ -121,7 +125,7 @@ def main() -> None:
     rmia, t_rmia, m_rmia = measure(loo_rmia, logp, keep, np.arange(m), 2.0, 0.3, 500, 0,
                                    np.arange(m) ^ 1)
     t0 = time.perf_counter()
-    pops = [np.random.default_rng([0, SALT["rmia_population"], t]).choice(np.flatnonzero(~keep[t]), 500,
+    pops = [np.random.default_rng([0, SALT["rmia_population"], t]).choice(np.flatnonzero(~keep[t]), 501,
                                                           replace=False) for t in range(k)]
     base_r = [baseline_rmia(logp, keep, t, pops[t], 2.0) for t in range(k)]
     t_base_r = (time.perf_counter() - t0) * m / k

@@ -22,7 +22,7 @@ import numpy as np
 from bnmem.config import AttackConfig, Config, ShadowConfig
 from bnmem.io import save_npz
 from bnmem.membership import attack_arms
-from bnmem.shadow import keep_matrix
+from bnmem.keep import keep_matrix
 
 
 def shard(path: Path, m: int, n: int, epochs: int, rng: np.random.Generator) -> np.ndarray:

@@ -34,7 +34,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from bnmem.config import Config
 from bnmem.data import preprocess
 from bnmem.pipeline import build, fit, load_pool, model_meta, tensors
-from bnmem.shadow import keep_matrix, model_seeds
+from bnmem.keep import keep_matrix
+from bnmem.shadow import model_seeds
 from bnmem.stacked import train_stack
 
 ARMS = ("none", "batchnorm", "batchnorm_reg")

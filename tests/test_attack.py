@@ -19,7 +19,7 @@ from bnmem.rmia import loo_rmia, rmia_scores
 from bnmem.rng import SALT
 from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
                        roc_summary)
-from bnmem.shadow import keep_matrix
+from bnmem.keep import keep_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 C = 10
@@ -78,15 +78,17 @@ def test_lira_online_auc_matches_gaussian_theory(shared_noise):
     keep_shadow = balanced_keep(rng, s, n)
     member = rng.random((t, n)) < 0.5
     g = fit_gaussians(draw(keep_shadow), keep_shadow)
-    scores = score_lira(draw(member), g, online=True, fixed_variance=False)
+    scores = score_lira(draw(member), g, online=True, variance="sample")
     expected = norm.cdf(d / np.sqrt(2 * (1.0 if shared_noise else 0.5)))
     assert auc(scores, member) == pytest.approx(expected, abs=0.01)
     assert auc(draw(member).mean(-1), member) < expected - 0.1  # per-sample calibration matters
 
 
-def reference_lira(x, phi_s, keep_s, online, fixed, one_sided=True):
-    """Per-sample loops with scipy.stats.norm: median location, ddof-1 std, pooled std =
-    sqrt(sum of within-sample squared deviations / sum of (n - 1)) per query."""
+def reference_lira(x, phi_s, keep_s, online, variance, one_sided=True):
+    """Per-sample loops with scipy.stats.norm: median location, ddof-1 std; "pooled" =
+    sqrt(sum of within-sample squared deviations / sum of (n - 1)) per query; "global" =
+    the LiRA reference code's fixed variance, np.std of every shadow signal of the set
+    (all samples and queries, ddof 0)."""
     n, q = x.shape
     sets = {True: keep_s, False: ~keep_s}
     mu = {k: np.array([[np.median(phi_s[v[:, i], i, j]) for j in range(q)] for i in range(n)])
@@ -94,11 +96,14 @@ def reference_lira(x, phi_s, keep_s, online, fixed, one_sided=True):
     sd = {k: np.array([[np.std(phi_s[v[:, i], i, j], ddof=1) for j in range(q)]
                        for i in range(n)]) for k, v in sets.items()}
     for k, v in sets.items():
-        if fixed:
+        if variance == "pooled":
             ss = [sum(((phi_s[v[:, i], i, j] - phi_s[v[:, i], i, j].mean()) ** 2).sum()
                       for i in range(n)) for j in range(q)]
             dof = sum(v[:, i].sum() - 1 for i in range(n))
             sd[k] = np.broadcast_to(np.sqrt(np.array(ss) / dof), (n, q))
+        elif variance == "global":
+            dat = np.concatenate([phi_s[v[:, i], i, :].ravel() for i in range(n)])
+            sd[k] = np.full((n, q), np.std(dat))
     if online:
         out = norm.logpdf(x, mu[True], sd[True]) - norm.logpdf(x, mu[False], sd[False])
     elif one_sided:
@@ -109,7 +114,7 @@ def reference_lira(x, phi_s, keep_s, online, fixed, one_sided=True):
 
 
 @pytest.mark.parametrize("online,fixed,one_sided",
-                         [(*v, True) for v in LIRA_VARIANTS.values()] + [(False, False, False)])
+                         [(*v, True) for v in LIRA_VARIANTS.values()] + [(False, "sample", False)])
 def test_lira_matches_scipy_reference(online, fixed, one_sided):
     rng = np.random.default_rng(1)
     s, n, q = 9, 6, 2
@@ -128,10 +133,10 @@ def test_lira_with_too_few_shadows():
     g = fit_gaussians(phi_s, keep_s)
     assert g.sd_in[0, 2] == g.pooled_in[0, 0]  # one IN shadow (Gaussians are [Q, N])
     x = np.full((4, 1), 2.0)
-    online = score_lira(x, g, online=True, fixed_variance=False)
+    online = score_lira(x, g, online=True, variance="sample")
     assert np.isfinite(online).all()
     assert online[3] == pytest.approx(-norm.logpdf(2.0, g.mu_out[0, 3], g.sd_out[0, 3]))
-    assert score_lira(x, fit_gaussians(phi_s, ~keep_s), False, False)[3] == 0.0  # no OUT
+    assert score_lira(x, fit_gaussians(phi_s, ~keep_s), False, "sample")[3] == 0.0  # no OUT
 
 
 @pytest.mark.parametrize("m", [8, 4])
@@ -162,7 +167,7 @@ def test_balanced_loo_leaves_out_target_and_complement(m):
             np.testing.assert_allclose(loo[name][t], lira_scores(phi[t], others, kept, online,
                                                                  fixed), rtol=1e-9, atol=1e-9)
         non = np.flatnonzero(~keep[t])
-        pop = np.random.default_rng([0, SALT["rmia_population"], t]).choice(non, min(20, non.size), replace=False)
+        pop = np.random.default_rng([0, SALT["rmia_population"], t]).choice(non, min(21, non.size), replace=False)
         for name, online in (("rmia", True), ("rmia_offline", False)):
             np.testing.assert_allclose(rmia[name][t], rmia_scores(
                 logp[t], np.delete(logp, drop, 0), kept, pop, gamma=1.5, online=online))
@@ -404,10 +409,13 @@ def test_attack_stage_end_to_end(tmp_path):
     assert {"equal_epochs", "matched_fit", "curve"} <= set(c)
     row = c["equal_epochs"]["auc_all"]
     assert row["lo"] <= row["value"] <= row["hi"]
-    assert 0.4 < mem["arms"]["none"]["null_auc"]["mean"] < 0.6
+    assert mem["arms"]["none"]["null"]["masks"] == 16
+    assert 0.4 < mem["arms"]["none"]["null"]["auc"]["mean"] < 0.6
     met = json.loads((tmp_path / "out/attack.json").read_text())
     assert set(met["none"]) >= {"lira_online", "lira_offline", "lira_online_fixed",
-                                "lira_offline_fixed", "rmia"}
+                                "lira_offline_fixed", "lira_online_global", "rmia"}
+    for name, res in met["none"].items():  # the real null of every variant
+        assert set(res["null"]) == {"auc", "tpr_at_fpr_1e-3", "masks"}, name
     row = met["batchnorm"]["lira_online"]["ood"]
     assert {"auc", "balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2", "auc_lo",
             "tpr_at_zero_fp", "n_negatives"} <= set(row)

@@ -8,7 +8,7 @@ from bnmem.intervals import bootstrap_normal_ci, percentile_ci
 from bnmem.matched import at_fit, common_fit, fit_grid
 from bnmem.resample import arm_draw, compare, draw_plan
 from bnmem.roc import roc_points, roc_summary
-from bnmem.shadow import keep_matrix
+from bnmem.keep import keep_matrix
 from bnmem.simulate import coverage
 
 

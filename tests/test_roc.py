@@ -50,3 +50,43 @@ def test_kernel_off_falls_back(monkeypatch):
     got = _bootstrap(scores, labels, w)
     np.testing.assert_allclose(got["auc"], default["auc"], rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(got["tpr_at_fpr_1e-3"], default["tpr_at_fpr_1e-3"])
+
+
+def _brute_support(scores, labels, level):
+    """Threshold by threshold from the top: the lowest threshold whose FPR stays below
+    `level` and whose TPR is highest (fewest FPs among equal TPRs), then who is above it."""
+    n_pos, n_neg = labels.sum(), (~labels).sum()
+    best = (0.0, 0.0, np.zeros(scores.shape, bool))
+    for t in np.unique(scores)[::-1]:
+        above = scores >= t
+        fpr, tpr = (above & ~labels).sum() / n_neg, (above & labels).sum() / n_pos
+        if fpr < level and tpr > best[0]:
+            best = (tpr, fpr, above)
+    tpr, _, above = best
+    fp, tp = above & ~labels, above & labels
+    return {"tpr": tpr, "fp_pairs": int(fp.sum()), "fp_samples": int(fp.any(0).sum()),
+            "fp_models": int(fp.any(1).sum()), "tp_pairs": int(tp.sum()),
+            "tp_samples": int(tp.any(0).sum())}
+
+
+@pytest.mark.parametrize("concentrated", [False, True])
+def test_low_fpr_support_counts_distinct_samples(concentrated):
+    """Support of TPR at FPR < 3e-3 (up to 36 false-positive pairs here): the false positives at the operating point as pairs,
+    distinct samples and models, equal to a threshold-by-threshold count. When a few
+    samples score high in every model they are OUT of, the pairs clear the >= 10 rule but
+    the distinct samples do not: unsupported."""
+    rng = np.random.default_rng(3)
+    m, n = 16, 1500
+    labels = np.argsort(rng.random((m, n)), axis=0) < m // 2
+    scores = np.round(rng.normal(size=(m, n)) + 1.5 * labels, 2)
+    if concentrated:
+        scores[:, :4] = 9.0 + rng.random((m, 4))  # 4 samples top every model, IN or OUT
+    got = roc.operating_support(scores, labels, {"3e-3": 3e-3})["3e-3"]
+    ref = _brute_support(scores, labels, 3e-3)
+    assert got["tpr"] == pytest.approx(ref["tpr"])
+    for k in ("fp_pairs", "fp_samples", "fp_models", "tp_pairs", "tp_samples"):
+        assert got[k] == ref[k], k
+    assert got["fp_pairs"] >= roc.MIN_FALSE_POSITIVES  # the old pair rule would accept both
+    assert got["supported"] is (not concentrated)
+    if concentrated:
+        assert got["fp_samples"] < roc.MIN_FALSE_POSITIVES

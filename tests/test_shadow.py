@@ -10,7 +10,8 @@ import pytest
 import torch
 import yaml
 
-from bnmem.shadow import augment, keep_matrix, model_seeds, shard_ids
+from bnmem.keep import keep_matrix
+from bnmem.shadow import augment, model_seeds, shard_ids
 from conftest import ROOT, run_stage
 
 

@@ -21,12 +21,15 @@ from bnmem.io import InputError, load_npz
 from bnmem.margin import log_prob_from_margin, logit_margin  # noqa: F401 (re-exported)
 from bnmem.rmia import loo_rmia
 
-LIRA_VARIANTS = {  # name -> (online, fixed_variance)
-    "lira_online": (True, False),
-    "lira_offline": (False, False),
-    "lira_online_fixed": (True, True),
-    "lira_offline_fixed": (False, True),
+LIRA_VARIANTS = {  # name -> (online, variance: see `score_lira`)
+    "lira_online": (True, "sample"),
+    "lira_offline": (False, "sample"),
+    "lira_online_fixed": (True, "pooled"),
+    "lira_offline_fixed": (False, "pooled"),
+    "lira_online_global": (True, "global"),   # the LiRA reference code's fixed variance
+    "lira_offline_global": (False, "global"),
 }
+VARIANCES = ("sample", "pooled", "global")
 SD_FLOOR = 1e-8  # identical shadow signals would give sd 0 and an infinite likelihood
 _HALF_LOG_2PI = 0.5 * np.log(2 * np.pi)
 
@@ -103,13 +106,18 @@ def load_shadow(paths: list[Path], labels: np.ndarray, identity_query: int = 0) 
 @dataclass(frozen=True)
 class Gaussians:
     """Per-sample IN/OUT Gaussians of the signal, query-major: location = median,
-    scale = std (ddof 1); `pooled_*` the within-sample std pooled over samples."""
+    scale = std (ddof 1); `pooled_*` the within-sample std pooled over samples (spread
+    around each sample's own mean); `global_*` the std of all shadow signals of all samples
+    and queries around their common mean (ddof 0), as the LiRA reference code's
+    `np.std(dat_in)`: it adds the spread between samples' means."""
     mu_in: np.ndarray       # [Q, N], nan where no IN shadow
     mu_out: np.ndarray      # [Q, N], nan where no OUT shadow
     sd_in: np.ndarray       # [Q, N]
     sd_out: np.ndarray      # [Q, N]
     pooled_in: np.ndarray   # [Q, 1]
     pooled_out: np.ndarray  # [Q, 1]
+    global_in: np.ndarray   # [1, 1]
+    global_out: np.ndarray  # [1, 1]
 
 
 def _scales(ss: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -136,9 +144,11 @@ def fit_gaussians(phi_shadow: np.ndarray, keep_shadow: np.ndarray) -> Gaussians:
             med = np.nanmedian(np.where(m, phi, np.nan), axis=0)
             mean = np.where(m, phi, 0).sum(0) / np.maximum(n, 1)
         ss = (np.where(m, phi - mean, 0) ** 2).sum(0)
-        out.append((np.where(n == 0, np.nan, med), *_scales(ss, n)))
-    (mu_in, sd_in, pooled_in), (mu_out, sd_out, pooled_out) = out
-    return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
+        values = phi[np.broadcast_to(m, phi.shape)]
+        glob = np.full((1, 1), max(float(values.std()) if values.size > 1 else 1.0, SD_FLOOR))
+        out.append((np.where(n == 0, np.nan, med), *_scales(ss, n), glob))
+    (mu_in, sd_in, pooled_in, gl_in), (mu_out, sd_out, pooled_out, gl_out) = out
+    return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out, gl_in, gl_out)
 
 
 # ---------------------------------------------------------------- balanced leave-one-out
@@ -206,7 +216,9 @@ class PairSignals:
         ss_out = _spread(self.outside, self.out_order, distinct, m)
         counts = np.full(mu_in.shape[-1], m)
         (sd_in, pooled_in), (sd_out, pooled_out) = _scales(ss_in, counts), _scales(ss_out, counts)
-        return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
+        sel = distinct > 0
+        gl_in, gl_out = (_global_sd(raw[sel])[0] for raw in (self.inside_raw, self.outside_raw))
+        return Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out, gl_in, gl_out)
 
     def leave_one_out(self, counts: np.ndarray) -> tuple[np.ndarray, Gaussians | None]:
         """For every drawn pair p (counts[p] > 0) at once: the Gaussians of the draw
@@ -244,9 +256,28 @@ class PairSignals:
             x = x - x.mean(0)  # centred: the sums below lose no precision to the mean
             s1, s2 = x.sum(0) - x, (x ** 2).sum(0) - x ** 2
             ss = np.maximum(s2 - s1 ** 2 / m, 0.0)
-            out.append((mu, *_scales(ss, np.full(raw.shape[-1], m))))
-        (mu_in, sd_in, pooled_in), (mu_out, sd_out, pooled_out) = out
-        return drawn, Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out)
+            out.append((mu, *_scales(ss, np.full(raw.shape[-1], m)), _global_sd(raw[drawn], True)))
+        (mu_in, sd_in, pooled_in, gl_in), (mu_out, sd_out, pooled_out, gl_out) = out
+        return drawn, Gaussians(mu_in, mu_out, sd_in, sd_out, pooled_in, pooled_out, gl_in, gl_out)
+
+
+def _global_sd(x: np.ndarray, leave_out: bool = False) -> np.ndarray:
+    """Global std (ddof 0) of all values of the pairs x [D, Q, N] together: [1, 1, 1]; with
+    leave_out, [D, 1, 1] where row p is the std of every pair's values but p's."""
+    d = x.shape[0]
+    if d == 0:
+        return np.ones((1, 1, 1))
+    x = x - x.mean()  # centred once: the sums below lose no precision to the mean
+    s1, s2 = x.sum(axis=(1, 2)), (x ** 2).sum(axis=(1, 2))  # [D] per pair
+    size = x[0].size
+    if leave_out:
+        s1, s2, cnt = s1.sum() - s1, s2.sum() - s2, (d - 1) * size
+    else:
+        s1, s2, cnt = s1.sum(keepdims=True), s2.sum(keepdims=True), d * size
+    if cnt < 2:
+        return np.ones((s1.size, 1, 1))
+    var = np.maximum(s2 / cnt - (s1 / cnt) ** 2, 0.0)
+    return np.maximum(np.sqrt(var), SD_FLOOR)[:, None, None]
 
 
 def _weighted_median(srt: np.ndarray, order: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
@@ -272,11 +303,11 @@ def _spread(srt: np.ndarray, order: np.ndarray, ind: np.ndarray, m: int) -> np.n
     return (iv * (srt - mean) ** 2).sum(0)
 
 
-def _score(x: np.ndarray, g: Gaussians, online: bool, fixed_variance: bool,
+def _score(x: np.ndarray, g: Gaussians, online: bool, variance: str,
            one_sided: bool) -> np.ndarray:
     """`score_lira` on query-major target signals x [..., Q, N]."""
-    sd_in = g.pooled_in if fixed_variance else g.sd_in
-    sd_out = g.pooled_out if fixed_variance else g.sd_out
+    sd_in, sd_out = {"sample": (g.sd_in, g.sd_out), "pooled": (g.pooled_in, g.pooled_out),
+                     "global": (g.global_in, g.global_out)}[variance]
     z_out = (x - g.mu_out) / sd_out
     if online:  # log N(x; in) - log N(x; out); an empty set's term is 0
         z_in = (x - g.mu_in) / sd_in
@@ -290,30 +321,35 @@ def _score(x: np.ndarray, g: Gaussians, online: bool, fixed_variance: bool,
     return per_query.mean(axis=-2)
 
 
-def score_lira(phi_target: np.ndarray, g: Gaussians, online: bool, fixed_variance: bool,
+def score_lira(phi_target: np.ndarray, g: Gaussians, online: bool, variance: str,
                one_sided: bool = True) -> np.ndarray:
     """LiRA score [..., N] of target signals [..., N, Q], averaged over queries; higher =
     member.
 
     Online: log N(phi; mu_in, s_in) - log N(phi; mu_out, s_out). Offline one-sided:
     -log P(phi' > phi | OUT) (log-survival, exact deep in the tail); two-sided:
-    -log P(|phi' - mu_out| > |phi - mu_out|). fixed_variance: s = the std pooled over samples.
-    A distribution without shadows for a sample contributes 0 (its term drops out).
+    -log P(|phi' - mu_out| > |phi - mu_out|). variance: "sample" (s = each sample's own
+    std), "pooled" (the within-sample std pooled over samples: bnmem's fixed variance) or
+    "global" (the std of all shadow signals, between-sample spread included: the LiRA
+    reference code's fixed variance). A distribution without shadows for a sample
+    contributes 0 (its term drops out).
     """
-    return _score(np.swapaxes(phi_target, -1, -2), g, online, fixed_variance, one_sided)
+    if variance not in VARIANCES:
+        raise ValueError(f"variance must be one of {VARIANCES}, got {variance!r}")
+    return _score(np.swapaxes(phi_target, -1, -2), g, online, variance, one_sided)
 
 
 def lira_scores(phi_target: np.ndarray, phi_shadow: np.ndarray, keep_shadow: np.ndarray,
-                online: bool, fixed_variance: bool, one_sided: bool = True) -> np.ndarray:
+                online: bool, variance: str, one_sided: bool = True) -> np.ndarray:
     """LiRA score [N] of one target from its shadows (see `score_lira`, `fit_gaussians`)."""
     return score_lira(phi_target, fit_gaussians(phi_shadow, keep_shadow), online,
-                      fixed_variance, one_sided)
+                      variance, one_sided)
 
 
 def loo_lira(phi: np.ndarray, keep: np.ndarray, model_ids: np.ndarray | None = None,
              one_sided: bool = True, variants: tuple[str, ...] = tuple(LIRA_VARIANTS),
              pairs: PairSignals | None = None) -> dict[str, np.ndarray]:
-    """LIRA_VARIANTS (default all four), balanced leave-one-out: {name: [m, N]}.
+    """LIRA_VARIANTS (default all of them), balanced leave-one-out: {name: [m, N]}.
 
     Row t = target t scored with every model but t and its complement as shadows, so every
     sample has as many IN as OUT shadows (m/2 - 1 each). Leaving out one model only would
@@ -346,8 +382,8 @@ def _score_pairs(out: dict, ps: PairSignals, pairs: np.ndarray, g: Gaussians,
     pair's Gaussians (g's leading axis)."""
     for t in (ps.first[pairs], ps.second[pairs]):
         for name in out:
-            online, fixed = LIRA_VARIANTS[name]
-            out[name][t] = _score(phi_qn[t], g, online, fixed, one_sided)
+            online, variance = LIRA_VARIANTS[name]
+            out[name][t] = _score(phi_qn[t], g, online, variance, one_sided)
 
 
 def lira_draw(ps: PairSignals, phi: np.ndarray, counts: np.ndarray, variant: str,
@@ -356,13 +392,13 @@ def lira_draw(ps: PairSignals, phi: np.ndarray, counts: np.ndarray, variant: str
     {model index: scores [N]} for the models of drawn pairs, each scored against the
     drawn pairs other than its own (balanced leave-one-pair-out within the draw); a
     pair with fewer than two other distinct pairs drawn is skipped."""
-    online, fixed = LIRA_VARIANTS[variant]
+    online, variance = LIRA_VARIANTS[variant]
     pairs, g = ps.leave_one_out(counts)  # none when one distinct shadow pair is left per side
     if g is None:
         return {}
     out = {}
     for t in (ps.first[pairs], ps.second[pairs]):
-        scores = _score(np.swapaxes(phi[t], 1, 2), g, online, fixed, one_sided)
+        scores = _score(np.swapaxes(phi[t], 1, 2), g, online, variance, one_sided)
         out.update(zip(t.tolist(), scores))
     return out
 

@@ -107,6 +107,7 @@ class AttackConfig:
     rmia_population: int = 500
     bootstrap: int = 200  # sample-only resamples (every attack variant)
     model_bootstrap: int = 200  # draws over shadow pairs and samples (headline, matched fit)
+    null_masks: int = 16  # fake balanced keep matrices of the real null (every variant)
 
 
 @dataclass(frozen=True)
@@ -289,6 +290,7 @@ def validate(cfg: Config) -> Config:
     _check(a.bootstrap >= 10, "attack.bootstrap", "an integer >= 10", a.bootstrap)
     _check(a.model_bootstrap >= 20, "attack.model_bootstrap", "an integer >= 20",
            a.model_bootstrap)
+    _check(a.null_masks >= 1, "attack.null_masks", "an integer >= 1", a.null_masks)
     return cfg
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnmem.attack import Signals, fit_gaussians, load_shadow, memorization, score_lira, signals
+from bnmem.attack import LIRA_VARIANTS, Signals, fit_gaussians, load_shadow, memorization, score_lira, signals
 from bnmem.config import Config
 from bnmem.corrupt import KINDS
 from bnmem.io import InputError
@@ -46,15 +46,15 @@ def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
     return TargetSignals(phi[0], logp[0], correct[0])
 
 
-def fixed_variance(cfg: Config) -> bool:
+def headline_variance(cfg: Config) -> str:
     """The headline rule: one global variance below 64 shadows per side."""
-    return headline_variant(cfg.shadow.n_models // 2 - 1).endswith("_fixed")
+    return LIRA_VARIANTS[headline_variant(cfg.shadow.n_models // 2 - 1)][1]
 
 
 def exposure(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
     """[N] exposure = -log10 P(phi' >= phi | OUT) (one-sided offline LiRA, in decades)."""
     g = fit_gaussians(shadows.phi, shadows.keep)
-    lira = score_lira(target.phi, g, online=False, fixed_variance=fixed_variance(cfg),
+    lira = score_lira(target.phi, g, online=False, variance=headline_variance(cfg),
                       one_sided=True)
     return lira / LN10
 
@@ -64,7 +64,7 @@ def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.nda
     a = cfg.attack
     n = target.logp.size
     rng = np.random.default_rng([cfg.seed, SALT["audit_population"]])
-    population = np.sort(rng.choice(n, size=min(a.rmia_population, n), replace=False))
+    population = rng.choice(n, size=min(a.rmia_population + 1, n), replace=False)
     return rmia_scores(target.logp, shadows.logp, shadows.keep, population, a.rmia_gamma,
                        online=False, a=a.rmia_a)
 

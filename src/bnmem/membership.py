@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from bnmem.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pair
 from bnmem.roc import (ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points,
                        roc_summary)
 from bnmem.rng import SALT
+from bnmem.keep import keep_matrix
 
 log = logging.getLogger(__name__)
 LIRA_FIXED_BELOW = 64  # shadows per side; the LiRA paper fixes the variance below this
@@ -68,16 +70,34 @@ def headline_deltas(membership: dict) -> dict:
     return out
 
 
-def null_auc(scores: np.ndarray, keep: np.ndarray, rng: np.random.Generator,
-             repeats: int = 20) -> dict[str, float]:
-    """AUC against each target's membership labels permuted among its samples, mean and
-    range over `repeats` permutations: the scores keep everything but their link to
-    membership, so a calibrated evaluation gives 0.5."""
-    aucs = []
-    for _ in range(repeats):
-        perm = np.stack([row[rng.permutation(row.size)] for row in keep])
-        aucs.append(float(roc_summary(*roc_points(scores, perm))["auc"]))
-    return {"mean": float(np.mean(aucs)), "min": min(aucs), "max": max(aucs), "repeats": repeats}
+def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
+    """Every attack re-run on the arm's real logits with `masks` fake balanced keep
+    matrices (complementary pairs, fresh seeds; no model was trained on them), same
+    balanced leave-one-pair-out protocol: membership then carries no signal, so every
+    variant should score AUC 0.5 and TPR at FPR f about f. Unlike labels permuted after
+    scoring (0.5 by construction), this can fail: a protocol bias or a tie-breaking rule
+    that favours one side shows here.
+
+    Returns {variant: {"auc": {mean, min, max}, "tpr_at_fpr_1e-3": {...}, "masks": k}}.
+    """
+    a = cfg.attack
+    m, n = sig.keep.shape
+    seeds = np.random.default_rng([cfg.seed, SALT["null"]]).integers(2 ** 32, size=masks)
+    rows: dict[str, dict[str, list]] = {}
+    for s in seeds:
+        fake = keep_matrix(m, n, int(s))
+        # pairs (2p, 2p + 1) of the fake mask sit on the models in id order
+        null_sig = replace(sig, keep=fake, model_ids=np.arange(m, dtype=np.int64))
+        scores = run_attacks(null_sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a,
+                             a.rmia_population, int(s))
+        for name, sc in scores.items():
+            summ = roc_summary(*roc_points(sc, fake))
+            r = rows.setdefault(name, {"auc": [], "tpr_at_fpr_1e-3": []})
+            r["auc"].append(float(summ["auc"]))
+            r["tpr_at_fpr_1e-3"].append(float(summ["tpr_at_fpr_1e-3"]))
+    return {name: {**{k: {"mean": float(np.mean(v)), "min": float(np.min(v)),
+                          "max": float(np.max(v))} for k, v in r.items()}, "masks": masks}
+            for name, r in rows.items()}
 
 
 def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
@@ -89,7 +109,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     identity = queries.index("identity") if "identity" in queries else 0
     boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
     variant = headline_variant(cfg.shadow.n_models // 2 - 1)
-    scores, attack, resamples, rows, data = {}, {}, {}, [], {}
+    scores, attack, resamples, rows, data, nulls = {}, {}, {}, [], {}, {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
         if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
@@ -107,17 +127,23 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
             rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
                                    "tpr": tpr}) for sub, tpr in curves.items()]
         data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
-    membership = _resampled(cfg, data, scores, kind, variant)
+        nulls[arm] = real_null(sig, cfg, a.null_masks)
+    deltas = paired_deltas(attack, resamples, base="none")
+    for arm, null in nulls.items():
+        for name, row in null.items():
+            attack[arm][name]["null"] = row
+    membership = _resampled(cfg, data, kind, variant)
+    for arm in shards:
+        membership["arms"][arm]["null"] = nulls[arm][variant]
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in ("all", "clean", "flipped", "ood")},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
                       # only where supported (>= 10 false positives: the full-scale protocol)
                       **({"tpr_at_fpr_1e-4_all": t} if (t := attack[arm][variant]["all"]
                                                         ["tpr_at_fpr_1e-4"]) is not None else {}),
-                      "null_auc": membership["arms"][arm]["null_auc"]["mean"]} for arm in shards}
+                      "null_auc": nulls[arm][variant]["auc"]["mean"]} for arm in shards}
     return {"scores": scores, "attack": attack, "membership": membership,
-            "roc": pd.concat(rows), "headline": headline,
-            "attack_deltas": paired_deltas(attack, resamples, base="none")}
+            "roc": pd.concat(rows), "headline": headline, "attack_deltas": deltas}
 
 
 def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarray,
@@ -160,8 +186,7 @@ def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
                      one_sided) for r in rows]
 
 
-def _resampled(cfg: Config, data: dict[str, dict], scores: dict, kind: np.ndarray,
-               variant: str) -> dict:
+def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str) -> dict:
     """The models+samples bootstrap of every arm and every comparison (bnmem.resample)."""
     arms = list(data)
     keeps = [data[arm]["keep"] for arm in arms]
@@ -187,13 +212,11 @@ def _resampled(cfg: Config, data: dict[str, dict], scores: dict, kind: np.ndarra
     _JOB = None
     draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
              for arm in arms}
-    null_rng = np.random.default_rng([cfg.seed, SALT["null"]])
     out: dict = {"variant": variant, "interval": "models+samples",
                  "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
     for arm in arms:
         out["arms"][arm] = arm_summary(draws[arm])
-        out["arms"][arm]["null_auc"] = null_auc(scores[arm][variant], data[arm]["keep"], null_rng)
     for a, b in comparison_pairs(arms):
         out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b])
     return out

@@ -9,6 +9,6 @@ SALT = {
     "bootstrap": 0xB007,        # sample-only bootstrap (attack stage)
     "report_bootstrap": 0x5E9,  # sample-only bootstrap of target-model figures (report)
     "model_bootstrap": 0xB0B5,  # draws over shadow pairs and samples (bnmem.resample)
-    "null": 0x0DD5,             # permuted membership labels (null calibration)
+    "null": 0x0DD5,             # fake keep masks of the real null (bnmem.membership.real_null)
     "audit_population": 0xA0D1,  # RMIA population of the exposure / own-model attack
 }

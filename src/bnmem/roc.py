@@ -61,9 +61,47 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
 
 
 def tpr_supported(n_negatives: int, fpr: float) -> bool:
-    """TPR at FPR f means something only when f x negatives allows MIN_FALSE_POSITIVES
-    false positives; below that it is TPR at (near) zero false positives."""
+    """TPR at FPR f can mean something only when f x negatives allows MIN_FALSE_POSITIVES
+    false positives; below that it is TPR at (near) zero false positives. A necessary
+    condition: `operating_support` then asks how many distinct samples those are."""
     return n_negatives * fpr >= MIN_FALSE_POSITIVES
+
+
+def operating_support(scores: np.ndarray, labels: np.ndarray,
+                      levels: dict[str, float] | None = None) -> dict[str, dict]:
+    """Who supports TPR at FPR < f: at the ROC point `roc_summary` takes (the highest TPR
+    with FPR strictly below f), the false and true positives it counts, as (model,
+    sample) pairs and as distinct samples and models.
+
+    scores, labels [m, N] (rows models, columns samples). The rate is `supported` when
+    its false positives come from >= MIN_FALSE_POSITIVES distinct samples: a sample that
+    scores high in every model it is OUT of is one piece of evidence, not eight, so pairs
+    overstate how well the FPR is pinned down.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels, dtype=bool)
+    flat, lab = scores.ravel(), labels.ravel()
+    order = np.argsort(-flat, kind="stable")
+    s, lab_s = flat[order], lab[order]
+    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
+    tp, fp = np.cumsum(lab_s)[ends], np.cumsum(~lab_s)[ends]
+    n_pos, n_neg = max(int(lab.sum()), 1), max(int((~lab).sum()), 1)
+    tpr, fpr = np.r_[0.0, tp / n_pos], np.r_[0.0, fp / n_neg]
+    out = {}
+    for key, level in (FPR_LEVELS if levels is None else levels).items():
+        ok = fpr < level
+        j = int(np.flatnonzero(ok)[np.argmax(tpr[ok])])  # ties of TPR: the first (fewest FP)
+        taken = order[:ends[j - 1] + 1] if j > 0 else order[:0]
+        rows, cols = np.unravel_index(taken, scores.shape)
+        pos = lab[taken]
+        row = {"tpr": float(tpr[j]), "fpr": float(fpr[j]),
+               "fp_pairs": int((~pos).sum()), "fp_samples": int(np.unique(cols[~pos]).size),
+               "fp_models": int(np.unique(rows[~pos]).size),
+               "tp_pairs": int(pos.sum()), "tp_samples": int(np.unique(cols[pos]).size)}
+        row["supported"] = bool(tpr_supported(int((~lab).sum()), level)
+                                and row["fp_samples"] >= MIN_FALSE_POSITIVES)
+        out[key] = row
+    return out
 
 
 def roc_summary(fpr: np.ndarray, tpr: np.ndarray,
@@ -139,8 +177,11 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
         n_neg = int((~lab).sum())
         metrics[name] = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
         metrics[name]["n_negatives"] = n_neg
-        for key, level in FPR_LEVELS.items():  # unsupported: null, not TPR at 0 FP
-            if not tpr_supported(n_neg, level):
+        metrics[name]["n_negative_samples"] = int((~lab).any(axis=0).sum())
+        support = operating_support(s, lab)
+        for key in FPR_LEVELS:  # unsupported: null, not TPR at (near) 0 FP
+            metrics[name][f"support_{key}"] = support[key]
+            if not support[key]["supported"]:
                 metrics[name][f"tpr_at_fpr_{key}"] = None
         curves[name] = roc_grid(fpr, tpr)
         if boot is None:
@@ -172,6 +213,8 @@ def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
             continue
         for attack, subsets in metrics[arm].items():
             for subset, m in subsets.items():
+                if subset not in SUBSETS:  # e.g. the real null's row
+                    continue
                 b = metrics[base][attack][subset]
                 ra = resamples[arm][attack].get(subset)
                 rb = resamples[base][attack].get(subset)
@@ -186,7 +229,8 @@ def paired_deltas(metrics: dict, resamples: dict, base: str = "none") -> dict:
 
 
 def _metric_keys(with_ci: bool) -> list[str]:
-    keys = ["auc", "balanced_acc", "tpr_at_zero_fp", "n_negatives"] + [f"tpr_at_fpr_{k}" for k in FPR_LEVELS]
+    keys = (["auc", "balanced_acc", "tpr_at_zero_fp", "n_negatives", "n_negative_samples"]
+            + [f"tpr_at_fpr_{k}" for k in FPR_LEVELS] + [f"support_{k}" for k in FPR_LEVELS])
     return keys + ([f"{k}_{s}" for k in CI_KEYS for s in ("lo", "hi")] if with_ci else [])
 
 

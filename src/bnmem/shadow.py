@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from bnmem.config import Config
 from bnmem.io import save_npz
+from bnmem.keep import keep_matrix
 from bnmem.margin import logit_margin
 from bnmem.pipeline import model_meta, tensors
 from bnmem.rng import SALT
@@ -26,24 +27,6 @@ from bnmem.train import resolve_device
 from bnmem.views import augment, query  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
-
-
-def keep_matrix(n_models: int, n: int, seed: int) -> np.ndarray:
-    """bool [n_models, n]: every sample IN for exactly n_models / 2 models.
-
-    Models come in complementary pairs (2p, 2p+1): row 2p keeps a seeded random half of
-    the pool (floor(n/2) samples), row 2p+1 the other half. Each column therefore has
-    exactly n_models/2 True, and every model trains on floor or ceil of n/2 samples.
-    """
-    if n_models % 2:
-        raise ValueError(f"n_models must be even, got {n_models}")
-    rng = np.random.default_rng([seed, SALT["keep"]])
-    keep = np.zeros((n_models, n), dtype=bool)
-    for p in range(n_models // 2):
-        half = rng.permutation(n)[: n // 2]
-        keep[2 * p, half] = True
-        keep[2 * p + 1] = ~keep[2 * p]
-    return keep
 
 
 def model_seeds(seed: int, model_id: int) -> tuple[int, int]:

@@ -13,7 +13,7 @@ import numpy as np
 from bnmem.attack import PairSignals, loo_lira
 from bnmem.resample import arm_draw, compare, draw_plan
 from bnmem.roc import roc_points, roc_summary
-from bnmem.shadow import keep_matrix
+from bnmem.keep import keep_matrix
 
 
 def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
