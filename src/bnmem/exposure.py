@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnmem.attack import LIRA_VARIANTS, Signals, fit_gaussians, load_shadow, memorization, score_lira, signals
+from bnmem.attack import (LIRA_VARIANTS, Signals, complement_partner, fit_gaussians, load_shadow,
+                          loo_lira, memorization, score_lira, signals)
 from bnmem.config import Config
 from bnmem.corrupt import KINDS
 from bnmem.io import InputError
@@ -28,6 +29,7 @@ from bnmem.roc import FPR_LEVELS, roc_points, roc_summary, tpr_supported
 from bnmem.views import query
 
 LN10 = float(np.log(10.0))
+CAL_LEVELS = (2, 3, 4)  # exposure levels of the calibration table (nominal share 10^-k)
 KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 
@@ -59,6 +61,47 @@ def exposure(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray
     return lira / LN10
 
 
+@dataclass(frozen=True)
+class ExposureNull:
+    """An arm's empirical null of raw exposure: every shadow model in turn as the target,
+    scored against the other pairs (balanced leave-one-pair-out), on its own non-members."""
+    values: np.ndarray  # [K] raw exposures of (shadow, non-member) pairs
+    pair: np.ndarray    # [K] the shadow pair each value comes from (for held-out checks)
+
+    @classmethod
+    def build(cls, shadows: Signals, cfg: Config) -> "ExposureNull":
+        variance = headline_variance(cfg)
+        name = next(n for n, (online, v) in LIRA_VARIANTS.items() if not online and v == variance)
+        raw = loo_lira(shadows.phi, shadows.keep, shadows.model_ids, one_sided=True,
+                       variants=(name,))[name] / LN10
+        partner = complement_partner(shadows.keep, shadows.model_ids)
+        pair = np.minimum(np.arange(partner.size), partner)[:, None]
+        out = ~shadows.keep
+        return cls(raw[out], np.broadcast_to(pair, out.shape)[out])
+
+    def calibrate(self, raw: np.ndarray, exclude_pair: int | None = None) -> np.ndarray:
+        """Calibrated exposure -log10 p, p = (1 + #null >= raw) / (1 + #null): a non-member
+        reaches >= k with probability <= 10^-k whatever the Gaussian's fit; at most
+        log10(1 + #null) (beyond every null value)."""
+        ref = self.values if exclude_pair is None else self.values[self.pair != exclude_pair]
+        ref = np.sort(ref)
+        above = ref.size - np.searchsorted(ref, raw, side="left")  # null values >= raw
+        return -np.log10((1.0 + above) / (1.0 + ref.size))
+
+    def table(self) -> dict:
+        """Share of held-out non-members at or above each level: raw (the Gaussian tail)
+        and calibrated, each pair's values calibrated against the other pairs' null."""
+        cal = np.empty_like(self.values)
+        for p in np.unique(self.pair):
+            sel = self.pair == p
+            cal[sel] = self.calibrate(self.values[sel], exclude_pair=int(p))
+        return {"n": int(self.values.size), "cap": float(np.log10(1.0 + self.values.size)),
+                "levels": {str(k): {"nominal": 10.0 ** -k,
+                                    "raw": float((self.values >= k).mean()),
+                                    "calibrated": float((cal >= k - 1e-12).mean())}
+                           for k in CAL_LEVELS}}
+
+
 def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
     """[N] offline RMIA score of the target against the arm's shadows as reference models."""
     a = cfg.attack
@@ -69,19 +112,25 @@ def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.nda
                        online=False, a=a.rmia_a)
 
 
-def top_exposed(scores: dict[str, np.ndarray], k: int) -> dict[str, list[int]]:
-    """{arm: pool indices of its k most exposed samples, most exposed first} (ties by index)."""
-    return {arm: np.lexsort((np.arange(s.size), -s))[:k].tolist() for arm, s in scores.items()}
+def top_exposed(scores: dict[str, np.ndarray], k: int,
+                tiebreak: dict[str, np.ndarray] | None = None) -> dict[str, list[int]]:
+    """{arm: pool indices of its k most exposed samples, most exposed first}; ties (e.g.
+    calibrated exposures at the null's cap) by `tiebreak` (the raw exposure), then index."""
+    out = {}
+    for arm, s in scores.items():
+        tb = np.zeros(s.size) if tiebreak is None else tiebreak[arm]
+        out[arm] = np.lexsort((np.arange(s.size), -tb, -s))[:k].tolist()
+    return out
 
 
 def exposure_rows(top: list[int], scores: dict[str, np.ndarray], labels: np.ndarray,
                   kind: np.ndarray, mem: dict[str, np.ndarray], index: np.ndarray,
-                  ref: str) -> list[dict]:
+                  ref: str, tiebreak: dict[str, np.ndarray]) -> list[dict]:
     """One row per sample of `top`: identity, label, kind, memorization score in `ref`,
-    and its exposure and rank (1 = most exposed) in every arm."""
+    and its exposure and rank (1 = most exposed; ties as in `top_exposed`) in every arm."""
     ranks = {a: np.empty(s.size, np.int64) for a, s in scores.items()}
     for a, s in scores.items():
-        ranks[a][np.lexsort((np.arange(s.size), -s))] = np.arange(1, s.size + 1)
+        ranks[a][np.lexsort((np.arange(s.size), -tiebreak[a], -s))] = np.arange(1, s.size + 1)
     rows = []
     for i in top:
         m = mem.get(ref)
@@ -181,32 +230,40 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     index = pool.get("index", np.arange(labels.size))
     queries, k = cfg.shadow.queries, cfg.audit.top_k
     identity = queries.index("identity") if "identity" in queries else 0
-    scores, mem, arrays, sigs = {}, {}, {}, {}
+    scores, raws, mem, arrays, sigs, nulls = {}, {}, {}, {}, {}, {}
     for arm, net in nets.items():
         sigs[arm] = load_shadow(shards[arm], labels, identity)
-        scores[arm] = exposure(target_signals(net, x, labels, queries), sigs[arm], cfg)
+        nulls[arm] = ExposureNull.build(sigs[arm], cfg)
+        raws[arm] = exposure(target_signals(net, x, labels, queries), sigs[arm], cfg)
+        scores[arm] = nulls[arm].calibrate(raws[arm])
         mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
-        arrays[arm] = {"exposure": scores[arm], "mem_score": mem[arm]}
+        arrays[arm] = {"exposure": scores[arm], "exposure_raw": raws[arm], "mem_score": mem[arm]}
     ref = reference_arm(list(nets))
-    tops = top_exposed(scores, k)
-    out: dict = {"definition": "-log10 P(phi' >= phi | OUT shadows), mean over queries",
+    tops = top_exposed(scores, k, raws)
+    out: dict = {"definition": "-log10 of the share of the arm's empirical null (its shadows' "
+                               "non-members, leave-one-pair-out) at or above the raw exposure "
+                               "-log10 P(phi' >= phi | OUT shadows), mean over queries",
                  "reference_arm": ref, "top_k": k, YOURS: None,
                  "arms": {a: {"distribution": distribution(s),
-                              "top": exposure_rows(tops[a], scores, labels, kind, mem, index, a)}
+                              "distribution_raw": distribution(raws[a]),
+                              "calibration": nulls[a].table(),
+                              "top": exposure_rows(tops[a], scores, labels, kind, mem, index, a, raws)}
                           for a, s in scores.items()}}
     if own is not None:
         model, member, info = own
         arm = cfg.audit.target_arm
         t = target_signals(model, x, labels, queries)
-        mine = exposure(t, sigs[arm], cfg)
+        mine_raw = exposure(t, sigs[arm], cfg)
+        mine = nulls[arm].calibrate(mine_raw)
         rmia = offline_rmia(t, sigs[arm], cfg)
         both = {YOURS: mine, **scores}
-        top = top_exposed({YOURS: mine}, k)[YOURS]
+        top = top_exposed({YOURS: mine}, k, {YOURS: mine_raw})[YOURS]
         out[YOURS] = {**info, "arm": arm, "distribution": distribution(mine),
-                      "top": exposure_rows(top, both, labels, kind, mem, index, arm),
+                      "top": exposure_rows(top, both, labels, kind, mem, index, arm,
+                                           {YOURS: mine_raw, **raws}),
                       "train_acc": float(t.correct.mean()),
                       "lira_offline": None, "rmia_offline": None}
-        arrays[YOURS] = {"exposure": mine, "rmia_offline": rmia}
+        arrays[YOURS] = {"exposure": mine, "exposure_raw": mine_raw, "rmia_offline": rmia}
         if member is not None:
             arrays[YOURS]["member"] = member
             if member.all() or not member.any():

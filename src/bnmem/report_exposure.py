@@ -46,9 +46,15 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
     ref, k = exp["reference_arm"], exp["top_k"]
     L = ["## Who is exposed: the most exposed training samples", "",
          "Exposure of a training sample in a trained model = -log10 of the probability that a "
-         "model which never saw the sample gives it at least this logit margin (the arm's OUT "
-         "shadow models as reference, offline LiRA's Gaussian; mean over the query views). "
-         "Exposure 3 = a one-in-a-thousand margin for a non-member. Each arm's target model "
+         "model which never saw the sample gives it at least this logit margin. The raw score "
+         "is offline LiRA's Gaussian tail against the arm's OUT shadow models (mean over the "
+         "query views); it is then calibrated per arm against an empirical null: the share of "
+         "the arm's own shadow non-members (each shadow the target in turn, leave-one-pair-"
+         "out) whose raw score is at least as high. So exposure 3 = a margin that one in a "
+         "thousand non-members reaches, in every arm alike (table below: held-out shares, "
+         "each pair's non-members against the other pairs' null); the calibrated scale ends "
+         "at log10(1 + null size), beyond every null value (ties there ranked by the raw "
+         "score). Each arm's target model "
          "trained on the whole pool, its shadows on half of it: part of every arm's "
          "exposure is that larger training set (a non-member of a model like the shadows "
          "reads 0.30 at the median), so compare arms with each other and samples within an "
@@ -66,7 +72,17 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
                                                       mine["distribution"].items()) + ".", ""]
         L += [f"Your model's {k} most exposed samples, and their exposure in bnmem's arms:", ""]
         L += _top_table(mine["top"], [YOURS, *arms])
-    L += ["| arm | median exposure | p90 | p99 | max |", "|---|---|---|---|---|"]
+    L += ["Calibration: share of held-out shadow non-members at or above each exposure "
+          "level, raw (Gaussian tail) and calibrated, against the nominal 10^-k:", "",
+          "| arm | null size | " + " | ".join(f"≥ {k}: nominal / raw / calibrated" for k in
+                                              next(iter(exp["arms"].values()))["calibration"]["levels"])
+          + " |", "|---|---|" + "---|" * len(next(iter(exp["arms"].values()))["calibration"]["levels"])]
+    for a in arms:
+        c = exp["arms"][a]["calibration"]
+        L.append(f"| {a} | {c['n']} (cap {c['cap']:.2f}) | " + " | ".join(
+            f"{100 * r['nominal']:.2g} % / {100 * r['raw']:.2g} % / {100 * r['calibrated']:.2g} %"
+            for r in c["levels"].values()) + " |")
+    L += ["", "| arm | median exposure | p90 | p99 | max |", "|---|---|---|---|---|"]
     for a in arms:
         d = exp["arms"][a]["distribution"]
         L.append(f"| {a} | {d['median']:.2f} | {d['p90']:.2f} | {d['p99']:.2f} | {d['max']:.2f} |")

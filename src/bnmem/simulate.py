@@ -17,15 +17,20 @@ from bnmem.keep import keep_matrix
 
 
 def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
-                  model_sd: float = 0.3, arm_effects: tuple[float, ...] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  model_sd: float = 0.3, arm_effects: tuple[float, ...] | None = None,
+                  kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(phi [arms, m, N, Q] float64, keep [m, N]) with complementary pairs (the shadow
     stage's keep matrix). One arm per entry of `arm_effects` (default: (effect,)); the
-    arms share keep, samples and models' noise streams (paired, like the real arms)."""
+    arms share keep, samples and models' noise streams (paired, like the real arms).
+    With `kind` [N], flipped samples (1) sit 3 lower (hard: wrong unless memorized) and
+    get a 3x larger membership effect, as a memorized outlier would."""
     rng = np.random.default_rng([seed, 0x51A])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(0, 2, n), rng.uniform(0.5, 1.5, n)
     d = np.abs(rng.normal(0, 1, n))
+    if kind is not None:
+        hard = np.asarray(kind) == 1
+        loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
     strength = rng.normal(1, model_sd, (n_models, 1, 1))
     shift = rng.normal(0, model_sd, (n_models, 1, 1))
     noise = rng.normal(size=(n_models, n, queries))
