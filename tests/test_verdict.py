@@ -1,43 +1,79 @@
 """Every branch of the verdict rule (bnmem.verdict) and the claims table built on it."""
+import numpy as np
 import pytest
 
 from bnmem.summary import claims
 from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED,
-                           NOT_REPRODUCED, REPRODUCED, Evidence, judge, judge_share)
+                           NOT_REPRODUCED, REPRODUCED, REVERSED, Evidence, holm, holm_adjust,
+                           judge, judge_share, p_values)
 
 
 def ev(lo, hi, training=True):
     return Evidence((lo + hi) / 2, lo, hi, training)
 
 
+def est3(v, lo, hi, training=True):
+    return Evidence(v, lo, hi, training)
+
+
 @pytest.mark.parametrize("equal,matched,direction,threshold,expected", [
     (ev(0.1, 0.2), ev(0.05, 0.1), 1, 0.0, REPRODUCED),          # matched interval above 0
-    (ev(0.1, 0.2), ev(-0.01, 0.1), 1, 0.0, EQUAL_ONLY),         # only equal epochs above
-    (ev(0.1, 0.2), ev(-0.1, -0.02), 1, 0.0, EQUAL_ONLY),        # matched even contradicts
+    (ev(0.1, 0.2), ev(-0.01, 0.06), 1, 0.0, EQUAL_ONLY),        # matched < half of 0.15
+    (ev(0.1, 0.2), ev(-0.01, 0.1), 1, 0.0, INCONCLUSIVE),       # matched reaches past half
+    (ev(0.1, 0.2), ev(-0.1, -0.02), 1, 0.0, REVERSED),          # matched contradicts: not "equal only"
     (ev(0.1, 0.2), None, 1, 0.0, EQUAL_UNMATCHED),              # matched not measured
-    (ev(-0.1, 0.2), ev(-0.1, -0.02), 1, 0.0, NOT_REPRODUCED),   # matched below 0
+    (ev(-0.1, 0.2), ev(-0.1, -0.02), 1, 0.0, REVERSED),         # matched below 0
     (ev(-0.3, -0.2), None, 1, 0.0, NOT_REPRODUCED),             # equal epochs decides alone
     (ev(-0.1, 0.2), ev(-0.1, 0.1), 1, 0.0, INCONCLUSIVE),       # both straddle
-    (ev(0.05, 0.2), ev(0.02, 0.1), 1, 0.04, EQUAL_ONLY),        # threshold 4 points
+    (ev(0.05, 0.2), ev(0.02, 0.06), 1, 0.04, EQUAL_ONLY),       # threshold 4 points: half-way 0.0825
     (ev(0.05, 0.2), ev(0.045, 0.1), 1, 0.04, REPRODUCED),
-    (ev(0.0, 0.2), ev(0.0, 0.035), 1, 0.04, NOT_REPRODUCED),    # whole interval < 4 points
+    (ev(0.0, 0.2), ev(0.0, 0.035), 1, 0.04, NOT_REPRODUCED),    # whole interval < 4 points, not < 0
     (ev(-0.2, -0.1), ev(-0.2, -0.05), -1, 0.0, REPRODUCED),     # claimed decrease
-    (ev(-0.2, -0.1), ev(0.01, 0.05), -1, 0.0, EQUAL_ONLY),
+    (ev(-0.2, -0.1), ev(-0.06, 0.02), -1, 0.0, EQUAL_ONLY),
+    (ev(-0.2, -0.1), ev(0.01, 0.05), -1, 0.0, REVERSED),
     (ev(0.1, 0.2), ev(0.1, 0.2, training=False), 1, 0.0, EQUAL_UNMATCHED),  # samples-only
     (ev(0.1, 0.2), Evidence(0.03, None, None, True), 1, 0.0, EQUAL_UNMATCHED),  # no interval
     (ev(0.1, 0.2, False), ev(0.1, 0.2, False), 1, 0.0, INCONCLUSIVE),  # samples only: never
     (ev(-0.3, -0.2, False), None, 1, 0.0, INCONCLUSIVE),
     (Evidence(0.1, None, None, True), None, 1, 0.0, INCONCLUSIVE),  # no interval
     (None, None, 1, 0.0, NOT_MEASURED),
+    # the cases of the frontiers review (7fd2ad8), points as fractions:
+    # full-scale OOD memorization: equal epochs above 0, matched fit entirely below
+    (est3(0.20, 0.10, 0.30), est3(-0.0186, -0.0317, -0.0056), 1, 0.0, REVERSED),
+    # default OOD memorization +55 [+37.3, +72.7] vs matched +11.7 [-4.8, +28.3]: too wide
+    (est3(0.55, 0.3729, 0.7271), est3(0.1174, -0.0481, 0.2830), 1, 0.0, INCONCLUSIVE),
+    # default AUC >= 4 points: matched -1.97 [-4.08, +0.14] lies below 4 points
+    (est3(0.1762, 0.1512, 0.2012), est3(-0.0197, -0.0408, 0.0014), 1, 0.04, NOT_REPRODUCED),
 ])
 def test_judge(equal, matched, direction, threshold, expected):
     assert judge(equal, matched, direction, threshold) == expected
 
 
+def test_ratio_claims_reverse_around_one():
+    """A ratio claim (threshold = null = 1): below 1 at matched fit is the opposite effect."""
+    assert judge(ev(1.5, 2.0), ev(0.7, 0.9), 1, 1.0, null=1.0) == REVERSED
+    assert judge(ev(1.5, 2.0), ev(0.9, 1.15), 1, 1.2, null=1.0) == NOT_REPRODUCED
+
+
 def test_judge_share():
-    assert judge_share(3, 4) == REPRODUCED
-    assert judge_share(2, 4) == NOT_REPRODUCED  # half is not most
+    assert judge_share(3, 4, n_models=3) == REPRODUCED
+    assert judge_share(1, 4, n_models=3) == NOT_REPRODUCED
+    assert judge_share(2, 4, n_models=3) == INCONCLUSIVE  # a tie
+    assert judge_share(3, 4) == INCONCLUSIVE  # one model: a description, no training randomness
     assert judge_share(0, 0) == NOT_MEASURED
+
+
+def test_holm_adjusts_the_family():
+    """Holm-Bonferroni: adjusted p is monotone in the sorted order and (m - rank) x p;
+    a verdict resting on an interval that only clears alone becomes inconclusive."""
+    np.testing.assert_allclose(holm_adjust([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    strong = p_values(ev(0.10, 0.20), 1, 0.0)   # z ~ 5.9: survives any small family
+    weak = p_values(ev(0.001, 0.2), 1, 0.0)     # just clears alone (p ~ 0.024)
+    assert strong[0] < 1e-6 and 0.02 < weak[0] < 0.025
+    out = holm([REPRODUCED, REPRODUCED, INCONCLUSIVE], [strong[0], weak[0], 0.5],
+               [strong[1], weak[1], 0.5])
+    assert out == [REPRODUCED, INCONCLUSIVE, INCONCLUSIVE]
+    assert holm([REPRODUCED], [weak[0]], [weak[1]]) == [REPRODUCED]  # a family of one
 
 
 def test_claims_follow_the_evidence():
@@ -58,13 +94,15 @@ def test_claims_follow_the_evidence():
     rows = {r["claim"][:30]: r for r in claims(membership, grads, gamma, None, 0.05, 0.01)}
     verdicts = [r["verdict"] for r in rows.values()]
     assert verdicts == [REPRODUCED,        # flipped memorization: matched interval > 0
-                        EQUAL_ONLY,        # OOD: matched straddles
-                        EQUAL_ONLY,        # AUC >= 4 points: only at equal epochs
+                        INCONCLUSIVE,      # OOD: matched straddles, reaches past half of 0.5
+                        NOT_REPRODUCED,    # AUC >= 4 points: matched interval below 4 points
                         EQUAL_UNMATCHED,   # clean AUC: no matched figure
                         INCONCLUSIVE,      # gradients: samples-only intervals
                         NOT_MEASURED,      # OOD gradients absent
-                        NOT_REPRODUCED,    # gamma: 2 of 4 layers
+                        INCONCLUSIVE,      # gamma: 2 of 4 layers of one model
                         EQUAL_ONLY,        # regularizer: memorization cut at equal epochs only
                         INCONCLUSIVE]      # accuracy within 1 point: interval reaches -2
+    assert [r["verdict_holm"] for r in rows.values()][:3] == [INCONCLUSIVE, INCONCLUSIVE,
+                                                              NOT_REPRODUCED]
     first = next(iter(rows.values()))
     assert first["matched_fit"]["interval"] == "models+samples" and first["judged_at"] == "matched fit"

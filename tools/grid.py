@@ -115,11 +115,34 @@ def _side(p: dict | None) -> str:
     return "above 0" if p["lo"] > 0 else "below 0" if p["hi"] < 0 else "covers 0"
 
 
-def _auc_verdict(r: dict) -> str:
-    """The report's verdict on 'BN raises LiRA AUC' (bnmem.verdict), unless flagged."""
-    if r["flagged_arms"]:
-        return "not evidence (flagged)"
-    return next((v for c, v in r["verdicts"].items() if c.startswith("BN raises LiRA AUC by")), "—")
+def threshold(params: dict) -> float:
+    """The AUC claim's threshold for a cell: 4 points at >= 5 % outliers, else 3 (as the
+    report's claims table, bnmem.summary.claims)."""
+    rate = float(params.get("noise_rate", 0.05)) + float(params.get("ood_rate", 0.01))
+    return 0.04 if rate >= 0.05 else 0.03
+
+
+def auc_verdicts(records: list[dict]) -> list[tuple[str, str]]:
+    """(verdict, verdict with Holm over the grid) on 'BN raises LiRA AUC by >= threshold'
+    per record, re-judged from its stored deltas by bnmem.verdict (so every cell follows
+    today's rule); a flagged cell is not evidence and stays out of the family."""
+    from bnmem.verdict import EQUAL_ONLY, EQUAL_UNMATCHED, Evidence, holm, judge, p_values
+    out, fam = [], []
+    for r in records:
+        d = r["deltas"].get("batchnorm_minus_none") or {}
+        eq = Evidence.of(d.get("auc_identity_equal_epochs"), training=True)
+        mt = Evidence.of(d.get("auc_identity_matched_fit"), training=True)
+        th = threshold(r.get("params", {}))
+        v = judge(eq, mt, 1, th) if (eq or mt) else "—"
+        out.append(v)
+        if not r["flagged_arms"] and v != "—":
+            decisive = eq if v in (EQUAL_ONLY, EQUAL_UNMATCHED) or not (mt and mt.usable) else mt
+            fam.append((len(out) - 1, v, *p_values(decisive, 1, th)))
+    adjusted = dict(zip((i for i, *_ in fam), holm([v for _, v, _, _ in fam],
+                                                   [b for *_, b, _ in fam],
+                                                   [s for *_, s in fam])))
+    return [("not evidence (flagged)", "not evidence (flagged)") if r["flagged_arms"]
+            else (v, adjusted.get(i, v)) for i, (r, v) in enumerate(zip(records, out))]
 
 
 def report(records: list[dict], spec: dict, md: Path, png: Path) -> None:
@@ -130,9 +153,10 @@ def report(records: list[dict], spec: dict, md: Path, png: Path) -> None:
              f"{spec['fit_rule']['min_clean_train_acc']}; a cell where an arm misses it is "
              "flagged and its comparisons are not evidence. AUC differences on the identity "
              "query, 95 % intervals over shadow models and samples.", "",
-             "| cell | comparison | AUC diff, equal epochs | AUC diff, matched fit | matched-fit interval | clean-train acc (arm / none) | flagged | report verdict on \"BN raises AUC by >= 3 points\" | wall (s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in records:
+             "| cell | comparison | AUC diff, equal epochs | AUC diff, matched fit | matched-fit interval | clean-train acc (arm / none) | flagged | threshold (points) | verdict on \"BN raises AUC by >= threshold\" | same, Holm over the grid | wall (s) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = auc_verdicts(records)
+    for r, (v, vh) in zip(records, verdicts):
         for pair, d in sorted(r["deltas"].items()):
             arm = pair.removesuffix("_minus_none")
             fit = r["fit"]
@@ -140,7 +164,9 @@ def report(records: list[dict], spec: dict, md: Path, png: Path) -> None:
                 f"| {r['cell']} | {arm} − none | {_cell_text(d, 'auc_identity_equal_epochs')} | "
                 f"{_cell_text(d, 'auc_identity_matched_fit')} | {_side(d.get('auc_identity_matched_fit'))} | "
                 f"{fit[arm]['clean_train_acc']:.3f} / {fit['none']['clean_train_acc']:.3f} | "
-                f"{', '.join(r['flagged_arms']) or 'no'} | {_auc_verdict(r) if arm == 'batchnorm' else ''} | "
+                f"{', '.join(r['flagged_arms']) or 'no'} | "
+                f"{100 * threshold(r.get('params', {})):.0f} | "
+                f"{v if arm == 'batchnorm' else ''} | {vh if arm == 'batchnorm' else ''} | "
                 f"{r['wall_s']:.0f} |")
     lines += ["", f"Cells finished: {len(records)} of {len(cells(spec))}; total wall time "
               f"{sum(r['wall_s'] for r in records) / 60:.1f} min.", ""]

@@ -9,7 +9,8 @@ import pandas as pd
 from bnmem.corrupt import CLEAN, KINDS
 from bnmem.intervals import percentile_ci
 from bnmem.matched import at_fit, common_fit
-from bnmem.verdict import Evidence, judge, judge_share
+from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, NOT_REPRODUCED, REVERSED, Evidence,
+                           holm, judge, judge_share, p_values)
 
 GRAD_KINDS = {k: v for k, v in KINDS.items() if v != CLEAN}
 
@@ -104,15 +105,21 @@ def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
            unit: str = "points") -> dict:
     """One claims-table row: the evidence at both points and the verdict (bnmem.verdict).
     at="equal epochs" judges a claim about the end of training (accuracy) there."""
-    if at == "equal epochs":
-        verdict = judge(None, equal, direction, threshold)
+    null = 1.0 if unit == "ratio" else 0.0
+    if at == "equal epochs":  # a claim about the end of training: no matched point
+        verdict = judge(None, equal, direction, threshold, null)
+        verdict = NOT_REPRODUCED if verdict == REVERSED else verdict
+        decisive = equal
     else:
-        verdict = judge(equal, matched, direction, threshold)
+        verdict = judge(equal, matched, direction, threshold, null)
+        decisive = matched if verdict not in (EQUAL_ONLY, EQUAL_UNMATCHED) else equal
     ev = {k: None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi,
                                      "interval": "models+samples" if e.training else "samples"}
           for k, e in (("equal_epochs", equal), ("matched_fit", matched))}
+    p_beyond, p_short = p_values(decisive, direction, threshold)
     return {"claim": text, "judged_at": at, "direction": direction, "threshold": threshold,
-            "scale": scale, "unit": unit, **ev, "verdict": verdict}
+            "scale": scale, "unit": unit, **ev, "verdict": verdict,
+            "p_beyond": p_beyond, "p_short": p_short}
 
 
 def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None,
@@ -157,7 +164,8 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
         rows.append({"claim": "gamma/sigma > 1 in most BN layers (layers whose channels are "
                               "mostly above 1, arm batchnorm)", "judged_at": "final model",
                      "count": [gamma["n_layers_majority_above_1"], gamma["n_layers"]],
-                     "verdict": judge_share(gamma["n_layers_majority_above_1"], gamma["n_layers"])})
+                     "verdict": judge_share(gamma["n_layers_majority_above_1"], gamma["n_layers"]),
+                     "p_beyond": 1.0, "p_short": 1.0})
     rows += [
         _claim("The gamma/sigma regularizer cuts memorization (IN flipped accuracy, reg - BN)",
                "matched fit", ev(reg, "equal_epochs", "in_acc_flipped"),
@@ -166,4 +174,8 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
                "they did not train on, reg - BN, final epoch)", "equal epochs",
                ev(reg, "equal_epochs", "out_acc_clean"), None, threshold=-0.01),
     ]
+    adjusted = holm([r["verdict"] for r in rows], [r["p_beyond"] for r in rows],
+                    [r["p_short"] for r in rows])
+    for r, v in zip(rows, adjusted):
+        r["verdict_holm"] = v
     return rows
