@@ -101,7 +101,7 @@ def test_repro_writes_contract_outputs(repo):
     deltas = json.loads((repo / "metrics/deltas.json").read_text())
     assert set(deltas["batchnorm_minus_none"]) == {"auc_identity_equal_epochs",
                                                         "auc_identity_matched_fit"}
-    assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"in_acc_flipped_matched_fit",
+    assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"fz_flipped_matched_fit",
                                                            "out_acc_clean_equal_epochs"}
     total += leaves(deltas)
     assert total <= 45, total

@@ -81,11 +81,11 @@ def test_claims_follow_the_evidence():
     def est(v, lo, hi):
         return {"value": v, "lo": lo, "hi": hi}
     bn = {"equal_epochs": {"auc_identity": est(0.17, 0.14, 0.19), "auc_clean": est(0.16, 0.13, 0.18),
-                           "in_acc_flipped": est(0.6, 0.5, 0.7), "in_acc_ood": est(0.5, 0.3, 0.7)},
+                           "fz_flipped": est(0.6, 0.5, 0.7), "fz_ood": est(0.5, 0.3, 0.7)},
           "matched_fit": {"auc_identity": est(-0.02, -0.04, 0.005),
-                          "in_acc_flipped": est(0.03, 0.01, 0.06), "in_acc_ood": est(0.1, -0.03, 0.27)}}
-    reg = {"equal_epochs": {"in_acc_flipped": est(-0.5, -0.6, -0.4), "out_acc_clean": est(0.0, -0.02, 0.02)},
-           "matched_fit": {"in_acc_flipped": est(-0.02, -0.05, 0.01)}}
+                          "fz_flipped": est(0.03, 0.01, 0.06), "fz_ood": est(0.1, -0.03, 0.27)}}
+    reg = {"equal_epochs": {"fz_flipped": est(-0.5, -0.6, -0.4), "out_acc_clean": est(0.0, -0.02, 0.02)},
+           "matched_fit": {"fz_flipped": est(-0.02, -0.05, 0.01)}}
     membership = {"variant": "lira_online_fixed",
                   "compare": {"batchnorm_minus_none": bn, "batchnorm_reg_minus_batchnorm": reg}}
     grads = {"batchnorm_minus_none_flipped": {"equal_epochs": est(1.9, 1.5, 2.4),
@@ -106,3 +106,27 @@ def test_claims_follow_the_evidence():
                                                               NOT_REPRODUCED]
     first = next(iter(rows.values()))
     assert first["matched_fit"]["interval"] == "models+samples" and first["judged_at"] == "matched fit"
+
+
+def test_an_arm_that_did_not_fit_makes_its_comparisons_not_evidence():
+    """The fit rule in every report: `none` at clean-train accuracy 0.147 (a user's audit
+    where two arms never trained) turns every BN - none claim into 'not evidence', in both
+    verdict columns, while the regularizer's claims against BN keep their verdicts."""
+    def est(v, lo, hi):
+        return {"value": v, "lo": lo, "hi": hi}
+    bn = {"equal_epochs": {"fz_flipped": est(0.6, 0.5, 0.7)},
+          "matched_fit": {"fz_flipped": est(0.3, 0.2, 0.4)}}
+    reg = {"equal_epochs": {"fz_flipped": est(-0.5, -0.6, -0.4)},
+           "matched_fit": {"fz_flipped": est(-0.3, -0.4, -0.2)}}
+    membership = {"variant": "lira_online_fixed",
+                  "compare": {"batchnorm_minus_none": bn, "batchnorm_reg_minus_batchnorm": reg}}
+    fit = {"none": 0.147, "batchnorm": 1.0, "batchnorm_reg": 0.99}
+    rows = claims(membership, {}, None, None, 0.05, 0.01, fit, 0.8)
+    by = {r["claim"][:20]: r for r in rows}
+    flipped = by["BN memorizes flipped"]
+    assert flipped["verdict"].startswith("not evidence (arm none did not fit: clean-train accuracy 0.147")
+    assert flipped["verdict_holm"] == flipped["verdict"]
+    assert by["The gamma/sigma regu"]["verdict"] == REPRODUCED
+    ok = {r["claim"][:20]: r for r in claims(membership, {}, None, None, 0.05, 0.01,
+                                             {**fit, "none": 0.9}, 0.8)}
+    assert ok["BN memorizes flipped"]["verdict"] == REPRODUCED

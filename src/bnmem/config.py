@@ -120,6 +120,11 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class ReportConfig:
+    fit_rule: float = 0.80  # target clean-train accuracy an arm needs for its comparisons to count
+
+
+@dataclass(frozen=True)
 class Config:
     dataset: str = "fashion_mnist"
     arch: str = "lenet"
@@ -138,6 +143,7 @@ class Config:
     shadow: ShadowConfig = field(default_factory=ShadowConfig)
     attack: AttackConfig = field(default_factory=AttackConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
 
 
 def _coerce(key: str, value: Any, tp: Any) -> Any:
@@ -291,6 +297,8 @@ def validate(cfg: Config) -> Config:
     _check(a.model_bootstrap >= 20, "attack.model_bootstrap", "an integer >= 20",
            a.model_bootstrap)
     _check(a.null_masks >= 1, "attack.null_masks", "an integer >= 1", a.null_masks)
+    _check(0 <= cfg.report.fit_rule <= 1, "report.fit_rule", "a number in [0, 1]",
+           cfg.report.fit_rule)
     return cfg
 
 

@@ -49,7 +49,7 @@ def comparison_pairs(arms: tuple[str, ...] | list[str]) -> list[tuple[str, str]]
 
 HEADLINE_DELTAS = {  # pair -> (figure, point) pairs that go to metrics/deltas.json
     "minus_none": (("auc_identity", "equal_epochs"), ("auc_identity", "matched_fit")),
-    "batchnorm_reg_minus_batchnorm": (("in_acc_flipped", "matched_fit"),
+    "batchnorm_reg_minus_batchnorm": (("fz_flipped", "matched_fit"),
                                       ("out_acc_clean", "equal_epochs")),
 }
 

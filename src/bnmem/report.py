@@ -109,7 +109,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     seeds = (across_seed_summary(cfg, arms, curves, grads, attack, membership, gammas,
                                  Path(inp["replicates"]), pairs) if cfg.seeds else None)
     table = claims(membership, grad_cmp, gammas.get("batchnorm"), seeds, cfg.noise_rate,
-                   cfg.ood_rate)
+                   cfg.ood_rate, {a: train[a].get("clean_train_acc") for a in arms},
+                   cfg.report.fit_rule)
     results = {"claims": table, "target": target, "target_matched": target_matched(curves, pairs),
                "grads": grad_cmp, "gamma_sigma": gammas, "gamma_push": push, "seeds": seeds,
                "cpu_kernels": kernels}

@@ -101,7 +101,7 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     # accuracy on clean samples a model did not train on: the shadows' test accuracy
     out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw, sw)
     if data.get("epoch_phi") is not None:
-        e_auc, e_fit, e_flip, e_ood = [], [], [], []
+        e_auc, e_fit, e_flip, e_ood, e_fzf, e_fzo = [], [], [], [], [], []
         for e, ps in enumerate(ps_epochs):
             c = data["epoch_correct"][:, e]
             sc = lira_draw(ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
@@ -109,8 +109,11 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
             e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw, sw))
             e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw, sw))
             e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw, sw))
+            e_fzf.append(_fz(c, keep, mw, sw, kind == FLIPPED))
+            e_fzo.append(_fz(c, keep, mw, sw, kind == OOD))
         out["epoch"] = {"fit": np.array(e_fit), "auc_all": np.array(e_auc),
-                        "in_acc_flipped": np.array(e_flip), "in_acc_ood": np.array(e_ood)}
+                        "in_acc_flipped": np.array(e_flip), "in_acc_ood": np.array(e_ood),
+                        "fz_flipped": np.array(e_fzf), "fz_ood": np.array(e_fzo)}
     return out
 
 
@@ -147,7 +150,8 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
                      for a, b in zip(draws_a, draws_b)])
     out["equal_epochs"]["auc_identity"] = _summary(vals, _units(draws_a))
     keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
-            "in_acc_ood": "in_acc_ood"}  # output name -> per-epoch figure
+            "in_acc_ood": "in_acc_ood", "fz_flipped": "fz_flipped",
+            "fz_ood": "fz_ood"}  # output name -> per-epoch figure
     rows, fits, epochs = {k: [] for k in keys}, [], []
     for a, b in zip(draws_a, draws_b):
         ea, eb = a["epoch"], b["epoch"]
