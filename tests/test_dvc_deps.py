@@ -72,3 +72,23 @@ def test_every_stage_depends_on_the_modules_it_imports():
         if lack or extra:
             missing[name] = {"lack": lack, "extra": extra}
     assert not missing, f"dvc.yaml deps differ from the imported modules: {missing}"
+
+
+def test_root_metrics_are_the_default_pipelines_only():
+    """examples/audit is a DVC subrepo (its own .dvc), so the root's `dvc metrics show` /
+    `diff` list the default pipeline's headline only (<= 60 values), not the audit's."""
+    import json
+    import shutil
+    import subprocess
+    assert (ROOT / "examples" / "audit" / ".dvc" / "config").is_file()
+    dvc = shutil.which("dvc")
+    assert dvc, "dvc not on PATH"
+    out = subprocess.run([dvc, "metrics", "show", "--json"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    files = next(iter(json.loads(out).values()))["data"]
+    assert sorted(files) == ["metrics/attack.json", "metrics/deltas.json", "metrics/train.json"]
+
+    def count(d):
+        return sum(count(v) for v in d.values()) if isinstance(d, dict) else 1
+    n = sum(count(v["data"]) for v in files.values())
+    assert 0 < n <= 60, n
