@@ -81,8 +81,9 @@ def test_root_metrics_are_the_default_pipelines_only():
     import shutil
     import subprocess
     assert (ROOT / "examples" / "audit" / ".dvc" / "config").is_file()
-    dvc = shutil.which("dvc")
-    assert dvc, "dvc not on PATH"
+    import sys
+    dvc = shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
+    assert dvc, "dvc not found beside the interpreter or on PATH"
     out = subprocess.run([dvc, "metrics", "show", "--json"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout
     files = next(iter(json.loads(out).values()))["data"]

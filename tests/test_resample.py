@@ -46,7 +46,7 @@ def _arm(effect, seed, m=12, n=200, e=3):
 def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
     kind = np.repeat([0, 1, 2], [160, 30, 10]).astype(np.int8)
     arms = {"a": _arm(1.0, 1), "b": _arm(0.3, 2)}
-    counts, weights = draw_plan(kind, 6, 20, np.random.default_rng(0))
+    counts, weights, _ = draw_plan(kind, 6, 20, np.random.default_rng(0))
     assert (counts[0] == 1).all() and (weights[0] == 1).all() and (counts.sum(1) == 6).all()
     draws = {}
     for name, d in arms.items():
@@ -85,7 +85,7 @@ def test_matched_and_equal_auc_measure_the_same_attack():
     ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
     eps = [PairSignals.build(d["epoch_phi"][:, k, :, None], d["keep"], d["model_ids"])
            for k in range(3)]
-    counts, weights = draw_plan(kind, 6, 20, np.random.default_rng(1))
+    counts, weights, _ = draw_plan(kind, 6, 20, np.random.default_rng(1))
     draws = [arm_draw(d, ps, eps, c, w, kind, "lira_online_fixed", True)
              for c, w in zip(counts, weights)]
     shifted = [{**x, "auc_all": x["auc_all"] + 0.1} for x in draws]  # stronger all-query attack

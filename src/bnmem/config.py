@@ -99,6 +99,9 @@ class ShadowConfig:
     track_epochs: bool = True
 
 
+INTERVAL_PROCEDURES = ("both", "pairs", "sum", "twoway")  # see bnmem.intervals.IntervalPlan
+
+
 @dataclass(frozen=True)
 class AttackConfig:
     offline_one_sided: bool = True
@@ -108,6 +111,7 @@ class AttackConfig:
     bootstrap: int = 200  # sample-only resamples (every attack variant)
     model_bootstrap: int = 200  # draws over shadow pairs and samples (headline, matched fit)
     null_masks: int = 16  # fake balanced keep matrices of the real null (every variant)
+    interval: str = "both"  # how the models+samples draws make an interval (bnmem.intervals)
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,8 @@ def validate(cfg: Config) -> Config:
     _check(a.model_bootstrap >= 20, "attack.model_bootstrap", "an integer >= 20",
            a.model_bootstrap)
     _check(a.null_masks >= 1, "attack.null_masks", "an integer >= 1", a.null_masks)
+    _check(a.interval in INTERVAL_PROCEDURES, "attack.interval",
+           " | ".join(INTERVAL_PROCEDURES), a.interval)
     _check(0 <= cfg.report.fit_rule <= 1, "report.fit_rule", "a number in [0, 1]",
            cfg.report.fit_rule)
     return cfg

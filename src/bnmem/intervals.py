@@ -1,7 +1,12 @@
-"""The one interval helper: a percentile 95 % interval over resampled values."""
+"""Interval helpers: percentile intervals over resampled values, and the plan that turns
+the models+samples draws into calibrated 95 % intervals (`IntervalPlan`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from bnmem.config import INTERVAL_PROCEDURES
 
 
 def percentile_ci(values: np.ndarray, level: float = 0.95,
@@ -32,3 +37,52 @@ def bootstrap_normal_ci(point: float, draws: np.ndarray, n_units: int, z: float 
         return None, None
     half = z * ok.std(ddof=1) * np.sqrt(n_units / max(n_units - 1, 1))
     return float(point - half), float(point + half)
+
+
+PROCEDURES = INTERVAL_PROCEDURES
+
+
+@dataclass(frozen=True)
+class IntervalPlan:
+    """How a list of bootstrap draws (row 0 = the unresampled point) turns into a 95 %
+    interval: which rows resample what (`segments`: design -> (start, stop)) and how
+    their variances combine (`procedure`):
+
+    - both: pairs and samples drawn together, V_b (the procedure before the coverage study);
+    - pairs: pairs drawn, samples fixed, V_p;
+    - sum: V_p + V_s, pairs-only and samples-only draws;
+    - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007).
+
+    Pair variances carry sqrt(P/(P-1)) (the bootstrap's shrinkage for P units); the
+    interval is point +- 1.96 sd, centred on the point (bench/bench_coverage.py measures
+    every procedure; results/coverage.json).
+    """
+    procedure: str
+    n_units: int
+    segments: dict
+
+    def ci(self, point: float | None, draws: np.ndarray, z: float = 1.96,
+           min_share: float = 0.8) -> tuple[float | None, float | None]:
+        draws = np.asarray(draws, dtype=np.float64)
+        if point is None or not np.isfinite(point):
+            return None, None
+        var = {}
+        for name, (a, b) in self.segments.items():
+            seg = draws[a:b]
+            ok = seg[np.isfinite(seg)]
+            if ok.size < max(2, min_share * seg.size):
+                return None, None
+            shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
+            var[name] = ok.var(ddof=1) * shrink
+        v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
+             "sum": lambda: var["pairs"] + var["samples"],
+             "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
+                                   var["pairs"])}[self.procedure]()
+        half = z * float(np.sqrt(v))
+        return float(point - half), float(point + half)
+
+
+def designs(procedure: str) -> tuple[str, ...]:
+    """The draw designs a procedure needs, in row order after the point."""
+    return {"both": ("both",), "pairs": ("pairs",), "sum": ("pairs", "samples"),
+            "twoway": ("pairs", "samples", "both")}[procedure]

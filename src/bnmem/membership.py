@@ -196,7 +196,8 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     ps = {arm: PairSignals.build(d["phi"], d["keep"], d["model_ids"]) for arm, d in data.items()}
     n_pairs = ps[arms[0]].first.size
     rng = np.random.default_rng([cfg.seed, SALT["model_bootstrap"]])
-    counts, weights = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng)
+    counts, weights, plan = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng,
+                                      cfg.attack.interval)
     one_sided = cfg.attack.offline_one_sided
 
     global _JOB  # read by forked workers: nothing is pickled but the results
@@ -213,10 +214,11 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
              for arm in arms}
     out: dict = {"variant": variant, "interval": "models+samples",
+                 "procedure": plan.procedure, "segments": {k: list(v) for k, v in plan.segments.items()},
                  "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
     for arm in arms:
-        out["arms"][arm] = arm_summary(draws[arm])
+        out["arms"][arm] = arm_summary(draws[arm], plan)
     for a, b in comparison_pairs(arms):
-        out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b])
+        out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b], plan=plan)
     return out

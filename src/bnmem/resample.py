@@ -22,20 +22,29 @@ import numpy as np
 
 from bnmem.attack import PairSignals, lira_draw
 from bnmem.corrupt import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
-from bnmem.intervals import bootstrap_normal_ci
+from bnmem.intervals import IntervalPlan, designs
 from bnmem.matched import at_fit, common_fit, fit_grid
 from bnmem.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
 
 LOW_FPR = 1e-3  # the headline low-FPR operating point
 
 
-def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(pair counts [B+1, P], sample weights [B+1, N]); row 0 is all ones (no resampling)."""
-    counts = rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
-    weights = bootstrap_weights(kind, n_boot, rng)
-    return (np.vstack([np.ones((1, n_pairs), np.int64), counts]),
-            np.vstack([np.ones((1, kind.size)), weights]))
+def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
+              procedure: str = "both") -> tuple[np.ndarray, np.ndarray, IntervalPlan]:
+    """(pair counts [R, P], sample weights [R, N], plan): row 0 is all ones (no
+    resampling), then `n_boot` rows per design the procedure needs (`designs`): pairs
+    drawn with samples fixed, samples drawn with pairs fixed, or both together."""
+    counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
+    ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
+    for design in designs(procedure):
+        c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
+             if design != "samples" else ones_c)
+        w = bootstrap_weights(kind, n_boot, rng) if design != "pairs" else ones_w
+        start = sum(len(x) for x in counts)
+        segments[design] = (start, start + n_boot)
+        counts.append(c)
+        weights.append(w)
+    return np.vstack(counts), np.vstack(weights), IntervalPlan(procedure, n_pairs, segments)
 
 
 def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
@@ -126,7 +135,8 @@ def epoch_pairs(data: dict) -> list[PairSignals]:
                               data["keep"], ids) for e in range(data["epoch_phi"].shape[1])]
 
 
-def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = None) -> dict:
+def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = None,
+            plan: IntervalPlan | None = None) -> dict:
     """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
     with a 95 % interval from the other draws (models and samples resampled;
     `bnmem.intervals.bootstrap_normal_ci`).
@@ -135,12 +145,13 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     interpolated at it; `curve` gives the AUC difference over `grid` (default: draw 0's
     overlapping fit range).
     """
+    plan = plan or _legacy_plan(draws_a)
     out: dict = {"equal_epochs": {}, "matched_fit": {}}
     for key in draws_a[0]:
         if key in ("epoch", "units"):
             continue
         vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
-        out["equal_epochs"][key] = _summary(vals, _units(draws_a))
+        out["equal_epochs"][key] = _summary(vals, plan)
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
     # the per-epoch attack sees the identity query only (the one recorded every epoch), so
@@ -148,7 +159,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     # all-queries auc_all above
     vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]
                      for a, b in zip(draws_a, draws_b)])
-    out["equal_epochs"]["auc_identity"] = _summary(vals, _units(draws_a))
+    out["equal_epochs"]["auc_identity"] = _summary(vals, plan)
     keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
             "in_acc_ood": "in_acc_ood", "fz_flipped": "fz_flipped",
             "fz_ood": "fz_ood"}  # output name -> per-epoch figure
@@ -162,7 +173,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
             vb, pb = at_fit(eb["fit"], eb[fig], target)
             rows[k].append(va - vb)
         epochs.append((pa, pb))
-    out["matched_fit"] = {k: _summary(np.array(v), _units(draws_a)) for k, v in rows.items()}
+    out["matched_fit"] = {k: _summary(np.array(v), plan) for k, v in rows.items()}
     out["matched_fit"]["fit"] = fits[0]
     out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = epochs[0]
     e0a, e0b = draws_a[0]["epoch"], draws_b[0]["epoch"]
@@ -170,21 +181,20 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     curve = np.array([[at_fit(a["epoch"]["fit"], a["epoch"]["auc_all"], f)[0]
                        - at_fit(b["epoch"]["fit"], b["epoch"]["auc_all"], f)[0] for f in grid]
                       for a, b in zip(draws_a, draws_b)])  # [B+1, G]
-    n_units = _units(draws_a)
-    band = [bootstrap_normal_ci(curve[0, g], curve[1:, g], n_units) for g in range(grid.size)]
+    band = [plan.ci(curve[0, g], curve[:, g]) for g in range(grid.size)]
     out["curve"] = {"fit": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
     return out
 
 
-def arm_summary(draws: list[dict]) -> dict:
+def arm_summary(draws: list[dict], plan: IntervalPlan | None = None) -> dict:
     """Every per-arm figure: point estimate with its interval over draws, the interval
     clipped to the figure's range (AUC, TPR and accuracies in [0, 1], FZ in [-1, 1])."""
-    out = {}
+    plan, out = plan or _legacy_plan(draws), {}
     for k in draws[0]:
         if k in ("epoch", "units"):
             continue
-        row = _summary(np.array([d[k] for d in draws]), _units(draws))
+        row = _summary(np.array([d[k] for d in draws]), plan)
         low = -1.0 if k.startswith("fz_") else 0.0
         if row["lo"] is not None:
             row["lo"], row["hi"] = max(row["lo"], low), min(row["hi"], 1.0)
@@ -194,11 +204,12 @@ def arm_summary(draws: list[dict]) -> dict:
     return out
 
 
-def _units(draws: list[dict]) -> int:
-    return int(draws[0]["units"])
+def _legacy_plan(draws: list[dict]) -> IntervalPlan:
+    """Every row after the point drawn with pairs and samples together."""
+    return IntervalPlan("both", int(draws[0]["units"]), {"both": (1, len(draws))})
 
 
-def _summary(vals: np.ndarray, n_units: int) -> dict:
+def _summary(vals: np.ndarray, plan: IntervalPlan) -> dict:
     v = float(vals[0])
-    lo, hi = bootstrap_normal_ci(v, vals[1:], n_units)
+    lo, hi = plan.ci(v, vals)
     return {"value": v if np.isfinite(v) else None, "lo": lo, "hi": hi}

@@ -78,7 +78,7 @@ def coverage(runs: int, n: int = 400, n_models: int = 16, draws: int = 100,
     for r in range(runs):
         phi, keep = synthetic_phi(n_models, n, 1, 0.0, seed * 100_000 + r, arm_effects=effects)
         ids = np.arange(n_models)
-        counts, weights = draw_plan(kind, n_models // 2, draws, np.random.default_rng([seed, r]))
+        counts, weights, _ = draw_plan(kind, n_models // 2, draws, np.random.default_rng([seed, r]))
         per_arm = []
         for p in phi:
             data = {"phi": p, "keep": keep, "correct": p[..., 0] > 0, "model_ids": ids}
