@@ -1,7 +1,7 @@
 """The real null of the default run's logits (every attack variant re-run with fake
 balanced keep masks, bnmem.membership.real_null), with online / offline RMIA under the
 old score rule (a sample inside the population compared with P - 1 others and divided by
-P - 1) beside today's (every sample against exactly P others).
+P - 1) beside today's (the population is reference only, not scored).
 
     dvc repro attack   # the shadow logits in data/shadow
     python bench/bench_real_null.py [--masks 16] [--out bench/results/real_null.md]
@@ -21,9 +21,8 @@ from bnmem.membership import real_null
 
 
 def old_rank(logp_target, log_px, population, gamma):
-    """The rule before: a population of P (the draw without its extra last sample); a
-    sample inside it compared with its P - 1 others and divided by P - 1."""
-    population = population[:-1]
+    """The rule before: every sample scored, one inside the population compared with its
+    P - 1 others and divided by P - 1 (the population draw is the same P samples)."""
     ratio = logp_target - log_px
     count = np.searchsorted(np.sort(ratio[population]), ratio - np.log(gamma), side="right")
     in_pop = np.zeros(ratio.shape, bool)

@@ -93,3 +93,18 @@ def test_root_metrics_are_the_default_pipelines_only():
         return sum(count(v) for v in d.values()) if isinstance(d, dict) else 1
     n = sum(count(v["data"]) for v in files.values())
     assert 0 < n <= 60, n
+
+
+def test_the_wheel_carries_every_c_source():
+    """pyproject's package-data globs match every .c / .h under src/bnmem, so a
+    non-editable install compiles the same kernels (roc_boot.c was missing once, and the
+    ROC bootstrap silently fell back to the 32x slower numpy path)."""
+    import fnmatch
+    import tomllib
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["bnmem"]
+    pkg = SRC / "bnmem"
+    sources = [p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.suffix in (".c", ".h")]
+    assert sources
+    missing = [s for s in sources if not any(fnmatch.fnmatch(s, g) and s.count("/") == g.count("/")
+                                             for g in globs)]
+    assert not missing, f"package-data misses {missing}"

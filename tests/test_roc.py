@@ -60,7 +60,7 @@ def _brute_support(scores, labels, level):
     for t in np.unique(scores)[::-1]:
         above = scores >= t
         fpr, tpr = (above & ~labels).sum() / n_neg, (above & labels).sum() / n_pos
-        if fpr < level and tpr > best[0]:
+        if fpr < level and tpr >= best[0]:  # the last threshold of the best TPR below f
             best = (tpr, fpr, above)
     tpr, _, above = best
     fp, tp = above & ~labels, above & labels
@@ -90,3 +90,40 @@ def test_low_fpr_support_counts_distinct_samples(concentrated):
     assert got["supported"] is (not concentrated)
     if concentrated:
         assert got["fp_samples"] < roc.MIN_FALSE_POSITIVES
+
+
+def test_a_separable_attack_is_supported():
+    """AUC 1: TPR 1 at zero false positives, and the rate f is still pinned down by the
+    negatives passed before f (the last point of the TPR plateau below f)."""
+    rng = np.random.default_rng(4)
+    m, n = 16, 2000
+    labels = np.argsort(rng.random((m, n)), axis=0) < m // 2
+    scores = rng.normal(size=(m, n)) + 20.0 * labels
+    sup = roc.operating_support(scores, labels, {"1e-3": 1e-3})["1e-3"]
+    assert sup["tpr"] == 1.0 and sup["supported"] and sup["fp_samples"] >= roc.MIN_FALSE_POSITIVES
+    assert sup["fp_pairs"] == 15  # 16 000 negatives x 1e-3, strictly below: 15
+
+
+def test_unscored_pairs_are_left_out():
+    """nan scores (RMIA's reference population) are not scored: every ROC figure, the C
+    bootstrap and its numpy reference equal those of the scored pairs alone."""
+    rng = np.random.default_rng(7)
+    m, n = 8, 300
+    labels = rng.random((m, n)) < 0.5
+    scores = np.round(rng.normal(size=(m, n)) + labels, 1)
+    holes = scores.copy()
+    holes[rng.random((m, n)) < 0.3] = np.nan
+    keep = ~np.isnan(holes)
+    fpr, tpr = roc.roc_points(holes, labels)
+    ref = roc.roc_points(holes[keep], labels[keep])
+    np.testing.assert_array_equal(fpr, ref[0])
+    np.testing.assert_array_equal(tpr, ref[1])
+    w = bootstrap_weights(rng.integers(0, 3, n), 32, rng)
+    got, num = _bootstrap(holes, labels, w), _bootstrap_numpy(holes, labels, w)
+    np.testing.assert_allclose(got["auc"], num["auc"], rtol=1e-12)
+    np.testing.assert_array_equal(got["tpr_at_fpr_1e-3"], num["tpr_at_fpr_1e-3"])
+    one = np.ones((1, n))
+    assert _bootstrap(holes, labels, one)["auc"][0] == pytest.approx(
+        float(roc.roc_summary(*ref)["auc"]), abs=1e-12)
+    sup = roc.operating_support(holes, labels, {"1e-1": 0.1})["1e-1"]
+    assert sup["fp_pairs"] <= int((~labels & keep).sum())

@@ -20,10 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bnmem.plots import colour  # noqa: E402
 
-COLUMNS = {  # (metrics file, path inside it) -> column label
-    "auc_flipped": ("metrics/attack.json", ["lira_online", "flipped", "auc"]),
-    "auc_ood": ("metrics/attack.json", ["lira_online", "ood", "auc"]),
-    "auc_all": ("metrics/attack.json", ["lira_online", "all", "auc"]),
+COLUMNS = {  # column label -> (metrics file, path inside it under the arm); the headline attack
+    "auc_flipped": ("metrics/attack.json", ["auc_flipped"]),
+    "auc_ood": ("metrics/attack.json", ["auc_ood"]),
+    "auc_all": ("metrics/attack.json", ["auc_all"]),
     "flipped_mem_acc": ("metrics/train.json", ["flipped_mem_acc"]),
     "ood_mem_acc": ("metrics/train.json", ["ood_mem_acc"]),
     "test_acc": ("metrics/train.json", ["test_acc"]),

@@ -307,7 +307,9 @@ def _score(x: np.ndarray, g: Gaussians, online: bool, variance: str,
            one_sided: bool) -> np.ndarray:
     """`score_lira` on query-major target signals x [..., Q, N]."""
     sd_in, sd_out = {"sample": (g.sd_in, g.sd_out), "pooled": (g.pooled_in, g.pooled_out),
-                     "global": (g.global_in, g.global_out)}[variance]
+                     # the reference code: online uses the IN std for both, offline the OUT std
+                     "global": ((g.global_in, g.global_in) if online
+                                else (g.global_out, g.global_out))}[variance]
     z_out = (x - g.mu_out) / sd_out
     if online:  # log N(x; in) - log N(x; out); an empty set's term is 0
         z_in = (x - g.mu_in) / sd_in
@@ -331,7 +333,8 @@ def score_lira(phi_target: np.ndarray, g: Gaussians, online: bool, variance: str
     -log P(|phi' - mu_out| > |phi - mu_out|). variance: "sample" (s = each sample's own
     std), "pooled" (the within-sample std pooled over samples: bnmem's fixed variance) or
     "global" (the std of all shadow signals, between-sample spread included: the LiRA
-    reference code's fixed variance). A distribution without shadows for a sample
+    reference code's fixed variance, which uses the IN std for both densities online and
+    the OUT std offline). A distribution without shadows for a sample
     contributes 0 (its term drops out).
     """
     if variance not in VARIANCES:

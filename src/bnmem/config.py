@@ -99,7 +99,7 @@ class ShadowConfig:
     track_epochs: bool = True
 
 
-INTERVAL_PROCEDURES = ("both", "pairs", "sum", "twoway")  # see bnmem.intervals.IntervalPlan
+INTERVAL_PROCEDURES = ("both", "pairs", "sum", "twoway", "jackknife", "jacksum")  # bnmem.intervals
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from bnmem.io import InputError
 from bnmem.membership import headline_variant
 from bnmem.rmia import rmia_scores
 from bnmem.rng import SALT
-from bnmem.roc import FPR_LEVELS, roc_points, roc_summary, tpr_supported
+from bnmem.roc import FPR_LEVELS, operating_support, roc_points, roc_summary
 from bnmem.views import query
 
 LN10 = float(np.log(10.0))
@@ -107,7 +107,7 @@ def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.nda
     a = cfg.attack
     n = target.logp.size
     rng = np.random.default_rng([cfg.seed, SALT["audit_population"]])
-    population = rng.choice(n, size=min(a.rmia_population + 1, n), replace=False)
+    population = rng.choice(n, size=min(a.rmia_population, n // 2), replace=False)
     return rmia_scores(target.logp, shadows.logp, shadows.keep, population, a.rmia_gamma,
                        online=False, a=a.rmia_a)
 
@@ -153,11 +153,14 @@ def membership_metrics(scores: np.ndarray, member: np.ndarray) -> dict:
     non-members support them). Calibration of the reference: `calibration`."""
     fpr, tpr = roc_points(scores[None], member[None])
     out = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
-    n_neg = int((~member).sum())
-    for key, level in FPR_LEVELS.items():
-        if not tpr_supported(n_neg, level):
+    scored = ~np.isnan(scores)  # RMIA's population is reference only
+    n_neg = int((~member & scored).sum())
+    support = operating_support(scores[None], member[None])
+    for key in FPR_LEVELS:  # only where >= 10 distinct non-members are false positives
+        out[f"support_{key}"] = support[key]
+        if not support[key]["supported"]:
             out[f"tpr_at_fpr_{key}"] = None
-    out.update(n_members=int(member.sum()), n_nonmembers=n_neg)
+    out.update(n_members=int((member & scored).sum()), n_nonmembers=n_neg)
     return out
 
 

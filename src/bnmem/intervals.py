@@ -51,9 +51,11 @@ class IntervalPlan:
     - both: pairs and samples drawn together, V_b (the procedure before the coverage study);
     - pairs: pairs drawn, samples fixed, V_p;
     - sum: V_p + V_s, pairs-only and samples-only draws;
-    - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007).
+    - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
+    - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
+    - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap.
 
-    Pair variances carry sqrt(P/(P-1)) (the bootstrap's shrinkage for P units); the
+    Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd, centred on the point (bench/bench_coverage.py measures
     every procedure; results/coverage.json).
     """
@@ -72,12 +74,17 @@ class IntervalPlan:
             ok = seg[np.isfinite(seg)]
             if ok.size < max(2, min_share * seg.size):
                 return None, None
+            if name == "jackknife":  # (P-1)/P sum (x - mean)^2 over the P leave-one-out rows
+                var[name] = (ok.size - 1) / ok.size * float(((ok - ok.mean()) ** 2).sum())
+                continue
             shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
             var[name] = ok.var(ddof=1) * shrink
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
              "sum": lambda: var["pairs"] + var["samples"],
              "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
-                                   var["pairs"])}[self.procedure]()
+                                   var["pairs"]),
+             "jackknife": lambda: var["jackknife"],
+             "jacksum": lambda: var["jackknife"] + var["samples"]}[self.procedure]()
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
 
@@ -85,4 +92,5 @@ class IntervalPlan:
 def designs(procedure: str) -> tuple[str, ...]:
     """The draw designs a procedure needs, in row order after the point."""
     return {"both": ("both",), "pairs": ("pairs",), "sum": ("pairs", "samples"),
-            "twoway": ("pairs", "samples", "both")}[procedure]
+            "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
+            "jacksum": ("jackknife", "samples")}[procedure]

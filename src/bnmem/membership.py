@@ -135,6 +135,11 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     membership = _resampled(cfg, data, kind, variant)
     for arm in shards:
         membership["arms"][arm]["null"] = nulls[arm][variant]
+        # the headline TPR only where its false positives come from >= 10 distinct samples
+        support = attack[arm][variant]["all"]["support_1e-3"]
+        membership["arms"][arm]["tpr_low_support"] = support
+        if not support["supported"]:
+            membership["arms"][arm]["tpr_low_all"] = {"value": None, "lo": None, "hi": None}
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in ("all", "clean", "flipped", "ood")},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],

@@ -31,20 +31,33 @@ LOW_FPR = 1e-3  # the headline low-FPR operating point
 
 def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
               procedure: str = "both") -> tuple[np.ndarray, np.ndarray, IntervalPlan]:
-    """(pair counts [R, P], sample weights [R, N], plan): row 0 is all ones (no
-    resampling), then `n_boot` rows per design the procedure needs (`designs`): pairs
-    drawn with samples fixed, samples drawn with pairs fixed, or both together."""
+    """(pair counts [R, P], sample weights [R, N], plan) for one interval procedure
+    (`draw_designs` over the designs it needs)."""
+    counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, designs(procedure))
+    return counts, weights, IntervalPlan(procedure, n_pairs, segments)
+
+
+def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
+                 names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(pair counts [R, P], sample weights [R, N], {design: (start, stop)}): row 0 is all
+    ones (no resampling), then the rows of each design in `names`: `n_boot` with pairs
+    drawn and samples fixed ("pairs"), samples drawn and pairs fixed ("samples"), or both
+    together ("both"); P for the jackknife (each pair left out once, samples fixed)."""
     counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
     ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
-    for design in designs(procedure):
-        c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
-             if design != "samples" else ones_c)
-        w = bootstrap_weights(kind, n_boot, rng) if design != "pairs" else ones_w
+    for design in names:
+        if design == "jackknife":
+            c = np.ones((n_pairs, n_pairs), np.int64) - np.eye(n_pairs, dtype=np.int64)
+            w = np.ones((n_pairs, kind.size))
+        else:
+            c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
+                 if design != "samples" else ones_c)
+            w = bootstrap_weights(kind, n_boot, rng) if design != "pairs" else ones_w
         start = sum(len(x) for x in counts)
-        segments[design] = (start, start + n_boot)
+        segments[design] = (start, start + len(c))
         counts.append(c)
         weights.append(w)
-    return np.vstack(counts), np.vstack(weights), IntervalPlan(procedure, n_pairs, segments)
+    return np.vstack(counts), np.vstack(weights), segments
 
 
 def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:

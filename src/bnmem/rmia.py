@@ -46,28 +46,26 @@ def rmia_reference(logp_shadow: np.ndarray, keep_shadow: np.ndarray, online: boo
 
 def rmia_rank(logp_target: np.ndarray, log_px: np.ndarray, population: np.ndarray,
               gamma: float) -> np.ndarray:
-    """RMIA score [N]: share of reference samples z with LR(x, z) >= gamma, where
+    """RMIA score [N]: share of the population samples z with LR(x, z) >= gamma, where
     LR = (Pr(x|theta)/Pr(x)) / (Pr(z|theta)/Pr(z)), computed in log space (exact for tiny
-    probabilities).
+    probabilities); nan for the population samples themselves.
 
-    `population` holds P + 1 sample indices; every x is compared with exactly P of them
-    other than itself: the draw without x when x is in it, else the draw without its last
-    element. So every score is k / P on one lattice: a denominator that differed for
-    samples inside the draw (P - 1 comparisons) would break the many ties of confident
-    samples in favour of non-members (online RMIA 0.493 at a real null), and a missing
-    comparison would bias the count.
+    The population is reference only: its samples are not scored (nan, left out of every
+    ROC), so every scored sample is compared with the same P samples, none of which is
+    scored. Any rule that scores a population sample against the others is unfair at
+    null: a member is compared with that sample, the sample is not compared with the
+    member, and the many tied counts of confident samples break to one side (online RMIA
+    0.492 at the real null with denominators P - 1 inside the population, 0.498 with
+    P + 1 drawn and P used by everyone).
     """
     pop = np.asarray(population)
-    if pop.size < 2:
-        raise ValueError("RMIA needs a population of at least 2 samples")
+    if pop.size < 1:
+        raise ValueError("RMIA needs a population of at least 1 sample")
     ratio = logp_target - log_px
     thr = ratio - np.log(gamma)  # LR(x, z) >= gamma  <=>  ratio_z <= thr_x
-    count = np.searchsorted(np.sort(ratio[pop]), thr, side="right").astype(np.float64)
-    in_pop = np.zeros(ratio.shape, bool)
-    in_pop[pop] = True
-    # the same comparison as the count's, so a dropped term is exactly the one counted
-    dropped = np.where(in_pop, ratio <= thr, ratio[pop[-1]] <= thr)
-    return (count - dropped) / (pop.size - 1)
+    score = np.searchsorted(np.sort(ratio[pop]), thr, side="right") / pop.size
+    score[pop] = np.nan
+    return score
 
 
 def rmia_scores(logp_target: np.ndarray, logp_shadow: np.ndarray, keep_shadow: np.ndarray,
@@ -116,9 +114,10 @@ def loo_rmia(logp: np.ndarray, keep: np.ndarray, model_ids: np.ndarray, gamma: f
     complement, see `bnmem.attack.complement_partner`) the complement is left out too:
     balanced, as for LiRA.
 
-    Target t's population: `population` + 1 of its non-members (each sample is compared
-    with `population` of them, `rmia_rank`), drawn with a generator keyed by (seed, model
-    id), so it does not depend on shard layout.
+    Target t's population: `population` of its non-members (reference only: not scored,
+    nan in t's row; `rmia_rank`), drawn with a generator keyed by (seed, model id), so it
+    does not depend on shard layout. At most half of t's non-members are drawn, so the
+    other half is scored.
     """
     ref_in, ref_out = _LooLogMean(logp, keep), _LooLogMean(logp, ~keep)
     out = {"rmia": np.empty(keep.shape), "rmia_offline": np.empty(keep.shape)}
@@ -127,7 +126,7 @@ def loo_rmia(logp: np.ndarray, keep: np.ndarray, model_ids: np.ndarray, gamma: f
         non = np.flatnonzero(~keep[t])
         if non.size == 0:
             raise ValueError(f"model {model_ids[t]} has no non-members to draw a population from")
-        pop = rng.choice(non, size=min(population + 1, non.size), replace=False)
+        pop = rng.choice(non, size=min(population, non.size // 2), replace=False)
         out_models = (t,) if partner is None else (t, int(partner[t]))
         l_in, l_out = ref_in.without(*out_models), ref_out.without(*out_models)
         for name, online in (("rmia", True), ("rmia_offline", False)):

@@ -36,10 +36,18 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     `weights` [B, G] gives B weighted curves at once (shape [B, n_thresholds + 1]); pair i
     gets weight weights[:, groups[i]] (groups defaults to one group per pair). Without
     weights the result is one unweighted curve (1-D). Ties share one point, so the
-    trapezoid AUC counts a tied pair as one half.
+    trapezoid AUC counts a tied pair as one half. A nan score is a pair the attack does
+    not score (RMIA's reference population): it is left out.
     """
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = np.asarray(labels, dtype=bool).ravel()
+    scored = ~np.isnan(scores)
+    if not scored.all():
+        if weights is not None and groups is None:
+            weights = np.asarray(weights)[:, scored]
+        elif groups is not None:
+            groups = np.asarray(groups).ravel()[scored]
+        scores, labels = scores[scored], labels[scored]
     order = np.argsort(-scores)  # not stable: ties collapse into one point below anyway
     s, lab = scores[order], labels[order]
     ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
@@ -69,9 +77,10 @@ def tpr_supported(n_negatives: int, fpr: float) -> bool:
 
 def operating_support(scores: np.ndarray, labels: np.ndarray,
                       levels: dict[str, float] | None = None) -> dict[str, dict]:
-    """Who supports TPR at FPR < f: at the ROC point `roc_summary` takes (the highest TPR
-    with FPR strictly below f), the false and true positives it counts, as (model,
-    sample) pairs and as distinct samples and models.
+    """Who supports TPR at FPR < f: at the ROC point `roc_summary` reads (the highest TPR
+    with FPR strictly below f; of the points with that TPR, the last below f), the false
+    and true positives it counts, as (model, sample) pairs and as distinct samples and
+    models.
 
     scores, labels [m, N] (rows models, columns samples). The rate is `supported` when
     its false positives come from >= MIN_FALSE_POSITIVES distinct samples: a sample that
@@ -82,15 +91,22 @@ def operating_support(scores: np.ndarray, labels: np.ndarray,
     labels = np.asarray(labels, dtype=bool)
     flat, lab = scores.ravel(), labels.ravel()
     order = np.argsort(-flat, kind="stable")
+    order = order[~np.isnan(flat[order])]  # unscored pairs (nan) are left out
+    lab = np.where(np.isnan(flat), False, lab)  # counts below: scored pairs only
     s, lab_s = flat[order], lab[order]
     ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
     tp, fp = np.cumsum(lab_s)[ends], np.cumsum(~lab_s)[ends]
-    n_pos, n_neg = max(int(lab.sum()), 1), max(int((~lab).sum()), 1)
+    n_neg_scored = int((~lab_s).sum())
+    n_pos, n_neg = max(int(lab_s.sum()), 1), max(n_neg_scored, 1)
     tpr, fpr = np.r_[0.0, tp / n_pos], np.r_[0.0, fp / n_neg]
     out = {}
     for key, level in (FPR_LEVELS if levels is None else levels).items():
-        ok = fpr < level
-        j = int(np.flatnonzero(ok)[np.argmax(tpr[ok])])  # ties of TPR: the first (fewest FP)
+        ok = np.flatnonzero(fpr < level)
+        # the highest TPR, at the last point below f on that plateau: the false positives
+        # the rate f affords (a separable attack reaches TPR 1 at 0 FP, but its FPR f is
+        # pinned down by the negatives it passes before f)
+        best = tpr[ok].max()
+        j = int(ok[tpr[ok] == best][-1])
         taken = order[:ends[j - 1] + 1] if j > 0 else order[:0]
         rows, cols = np.unravel_index(taken, scores.shape)
         pos = lab[taken]
@@ -98,7 +114,7 @@ def operating_support(scores: np.ndarray, labels: np.ndarray,
                "fp_pairs": int((~pos).sum()), "fp_samples": int(np.unique(cols[~pos]).size),
                "fp_models": int(np.unique(rows[~pos]).size),
                "tp_pairs": int(pos.sum()), "tp_samples": int(np.unique(cols[pos]).size)}
-        row["supported"] = bool(tpr_supported(int((~lab).sum()), level)
+        row["supported"] = bool(tpr_supported(n_neg_scored, level)
                                 and row["fp_samples"] >= MIN_FALSE_POSITIVES)
         out[key] = row
     return out
@@ -174,10 +190,11 @@ def evaluate(scores: np.ndarray, keep: np.ndarray, kind: np.ndarray,
             continue
         s = scores[:, cols]
         fpr, tpr = roc_points(s, lab)
-        n_neg = int((~lab).sum())
+        scored = ~np.isnan(s)
+        n_neg = int((~lab & scored).sum())
         metrics[name] = {k: float(v) for k, v in roc_summary(fpr, tpr).items()}
         metrics[name]["n_negatives"] = n_neg
-        metrics[name]["n_negative_samples"] = int((~lab).any(axis=0).sum())
+        metrics[name]["n_negative_samples"] = int((~lab & scored).any(axis=0).sum())
         support = operating_support(s, lab)
         for key in FPR_LEVELS:  # unsupported: null, not TPR at (near) 0 FP
             metrics[name][f"support_{key}"] = support[key]
@@ -247,19 +264,21 @@ def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[st
         return _bootstrap_numpy(scores, labels, w)
     s = np.asarray(scores, dtype=np.float64).ravel()
     order = np.argsort(-s)
+    order = order[~np.isnan(s[order])]  # unscored pairs (nan) are left out
     srt = s[order]
     last = np.r_[srt[1:] != srt[:-1], True].astype(np.uint8)  # a tie group ends here
     groups = np.broadcast_to(np.arange(scores.shape[1], dtype=np.int32), scores.shape).ravel()
     g = np.ascontiguousarray(groups[order])
     lab = np.ascontiguousarray(np.asarray(labels, bool).ravel()[order].astype(np.uint8))
-    pos = np.asarray(labels, bool).sum(0).astype(np.float64)  # members per sample
-    neg = scores.shape[0] - pos
+    scored = ~np.isnan(np.asarray(scores, dtype=np.float64))
+    pos = (np.asarray(labels, bool) & scored).sum(0).astype(np.float64)  # scored members per sample
+    neg = (~np.asarray(labels, bool) & scored).sum(0).astype(np.float64)
     w = np.ascontiguousarray(w, dtype=np.float64)
     keys = [k for k in CI_KEYS if k != "auc"]
     levels = np.array([FPR_LEVELS[k.removeprefix("tpr_at_fpr_")] for k in keys])
     auc, tpr = np.empty(w.shape[0]), np.empty((w.shape[0], levels.size))
     ptr = [a.ctypes.data for a in (g, lab, last, w, pos, neg, levels, auc, tpr)]
-    lib.roc_boot(s.size, w.shape[1], w.shape[0], levels.size, *ptr)
+    lib.roc_boot(srt.size, w.shape[1], w.shape[0], levels.size, *ptr)
     return {"auc": auc, **{k: tpr[:, i] for i, k in enumerate(keys)}}
 
 

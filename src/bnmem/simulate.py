@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnmem.attack import PairSignals, loo_lira
-from bnmem.resample import arm_draw, compare, draw_plan
-from bnmem.roc import roc_points, roc_summary
 from bnmem.keep import keep_matrix
 
 
@@ -53,46 +50,3 @@ def synthetic_logits(n_models: int, n: int, queries: int, classes: int, seed: in
     logits = center[None, :, None, :] + scale[None, :, None, :] * rng.normal(
         size=(n_models, n, queries, classes))
     return logits.astype(np.float32), labels, keep
-
-
-def coverage(runs: int, n: int = 400, n_models: int = 16, draws: int = 100,
-             effects: tuple[float, float] = (0.6, 0.3), truth_runs: int = 400,
-             seed: int = 0) -> dict:
-    """Coverage of the models+samples intervals (bnmem.resample) on synthetic data.
-
-    The truth is the expected value of each point estimate over fresh training runs
-    (new samples, models and noise), estimated from `truth_runs` extra simulations; each
-    of `runs` simulations then asks whether its 95 % interval covers it. Reported for one
-    arm's AUC and for the difference of two arms' AUCs (arm 0 - arm 1, paired).
-    """
-    def point(s: int) -> tuple[float, float]:
-        phi, keep = synthetic_phi(n_models, n, 1, 0.0, s, arm_effects=effects)
-        auc = [float(roc_summary(*roc_points(loo_lira(p, keep, variants=("lira_online_fixed",))
-                                             ["lira_online_fixed"], keep))["auc"]) for p in phi]
-        return auc[0], auc[0] - auc[1]
-
-    truth = np.mean([point(seed * 100_000 + 50_000 + s) for s in range(truth_runs)], axis=0)
-    kind = np.zeros(n, np.int8)
-    hits = {"auc": [], "delta": []}
-    widths = {"auc": [], "delta": []}
-    for r in range(runs):
-        phi, keep = synthetic_phi(n_models, n, 1, 0.0, seed * 100_000 + r, arm_effects=effects)
-        ids = np.arange(n_models)
-        counts, weights, _ = draw_plan(kind, n_models // 2, draws, np.random.default_rng([seed, r]))
-        per_arm = []
-        for p in phi:
-            data = {"phi": p, "keep": keep, "correct": p[..., 0] > 0, "model_ids": ids}
-            ps = PairSignals.build(p, keep, ids)
-            per_arm.append([arm_draw(data, ps, [], c, w, kind, "lira_online_fixed", True)
-                            for c, w in zip(counts, weights)])
-        one = compare(per_arm[0], [{k: 0.0 for k in d} for d in per_arm[1]])["equal_epochs"]
-        both = compare(per_arm[0], per_arm[1])["equal_epochs"]
-        for key, row, true in (("auc", one["auc_all"], truth[0]), ("delta", both["auc_all"], truth[1])):
-            hits[key].append(row["lo"] <= true <= row["hi"])
-            widths[key].append(row["hi"] - row["lo"])
-    return {"runs": runs, "n": n, "n_models": n_models, "draws": draws,
-            "truth_auc": float(truth[0]), "truth_delta": float(truth[1]),
-            "coverage_auc": float(np.mean(hits["auc"])),
-            "coverage_delta": float(np.mean(hits["delta"])),
-            "mean_width_auc": float(np.mean(widths["auc"])),
-            "mean_width_delta": float(np.mean(widths["delta"]))}

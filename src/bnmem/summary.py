@@ -112,7 +112,8 @@ def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
         decisive = equal
     else:
         verdict = judge(equal, matched, direction, threshold, null)
-        decisive = matched if verdict not in (EQUAL_ONLY, EQUAL_UNMATCHED) else equal
+        decisive = (equal if verdict in (EQUAL_ONLY, EQUAL_UNMATCHED)
+                    or matched is None or not matched.usable else matched)
     ev = {k: None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi,
                                      "interval": "models+samples" if e.training else "samples"}
           for k, e in (("equal_epochs", equal), ("matched_fit", matched))}
