@@ -67,6 +67,7 @@ class ExposureNull:
     scored against the other pairs (balanced leave-one-pair-out), on its own non-members."""
     values: np.ndarray  # [K] raw exposures of (shadow, non-member) pairs
     pair: np.ndarray    # [K] the shadow pair each value comes from (for held-out checks)
+    sample: np.ndarray | None = None  # [K] the pool sample of each value (tables by kind)
 
     @classmethod
     def build(cls, shadows: Signals, cfg: Config) -> "ExposureNull":
@@ -77,7 +78,8 @@ class ExposureNull:
         partner = complement_partner(shadows.keep, shadows.model_ids)
         pair = np.minimum(np.arange(partner.size), partner)[:, None]
         out = ~shadows.keep
-        return cls(raw[out], np.broadcast_to(pair, out.shape)[out])
+        sample = np.broadcast_to(np.arange(out.shape[1])[None], out.shape)[out]
+        return cls(raw[out], np.broadcast_to(pair, out.shape)[out], sample)
 
     def calibrate(self, raw: np.ndarray, exclude_pair: int | None = None) -> np.ndarray:
         """Calibrated exposure -log10 p, p = (1 + #null >= raw) / (1 + #null): a non-member
@@ -88,18 +90,28 @@ class ExposureNull:
         above = ref.size - np.searchsorted(ref, raw, side="left")  # null values >= raw
         return -np.log10((1.0 + above) / (1.0 + ref.size))
 
-    def table(self) -> dict:
+    def table(self, kind: np.ndarray | None = None) -> dict:
         """Share of held-out non-members at or above each level: raw (the Gaussian tail)
-        and calibrated, each pair's values calibrated against the other pairs' null."""
+        and calibrated, each pair's values calibrated against the other pairs' null; with
+        `kind` [N], also per sample kind. The guarantee is marginal over the pool's mix of
+        samples: the per-kind shares show how far a kind departs from it (flipped and OOD
+        non-members are few, so their shares are coarse)."""
         cal = np.empty_like(self.values)
         for p in np.unique(self.pair):
             sel = self.pair == p
             cal[sel] = self.calibrate(self.values[sel], exclude_pair=int(p))
-        return {"n": int(self.values.size), "cap": float(np.log10(1.0 + self.values.size)),
-                "levels": {str(k): {"nominal": 10.0 ** -k,
-                                    "raw": float((self.values >= k).mean()),
-                                    "calibrated": float((cal >= k - 1e-12).mean())}
-                           for k in CAL_LEVELS}}
+
+        def shares(sel: np.ndarray) -> dict:
+            return {str(k): {"nominal": 10.0 ** -k, "raw": float((self.values[sel] >= k).mean()),
+                             "calibrated": float((cal[sel] >= k - 1e-12).mean())}
+                    for k in CAL_LEVELS}
+        out = {"n": int(self.values.size), "cap": float(np.log10(1.0 + self.values.size)),
+               "levels": shares(np.ones(self.values.size, bool))}
+        if kind is not None and self.sample is not None:
+            k_of = np.asarray(kind)[self.sample]
+            out["by_kind"] = {name: {"n": int((k_of == code).sum()), "levels": shares(k_of == code)}
+                              for name, code in KINDS.items() if (k_of == code).any()}
+        return out
 
 
 def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
@@ -249,7 +261,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
                  "reference_arm": ref, "top_k": k, YOURS: None,
                  "arms": {a: {"distribution": distribution(s),
                               "distribution_raw": distribution(raws[a]),
-                              "calibration": nulls[a].table(),
+                              "calibration": nulls[a].table(kind),
                               "top": exposure_rows(tops[a], scores, labels, kind, mem, index, a, raws)}
                           for a, s in scores.items()}}
     if own is not None:
