@@ -9,7 +9,7 @@ from bnmem.matched import at_fit, common_fit, fit_grid
 from bnmem.resample import arm_draw, compare, draw_plan
 from bnmem.roc import roc_points, roc_summary
 from bnmem.keep import keep_matrix
-from bnmem.simulate import coverage
+from bnmem.coverage import coverage_table
 
 
 def test_at_fit_interpolates_between_epochs():
@@ -69,11 +69,19 @@ def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
 
 
 def test_interval_coverage_on_synthetic_runs():
-    """The models+samples interval covers the expected value of the estimate in >= 90 %
-    of simulated runs (bench/bench_coverage.py runs 200; here 40 small ones, seeded)."""
-    res = coverage(40, n=250, draws=60, truth_runs=150, seed=1)
-    print(res)
-    assert res["coverage_auc"] >= 0.9 and res["coverage_delta"] >= 0.9
+    """The default procedure (`mixed`) covers the expected value of every figure type in
+    >= 85 % of 40 small seeded runs, with narrower AUC intervals than drawing pairs and
+    samples together (`both`, which over-covers AUC: 0.988 in bench/results/coverage.md);
+    the pairs' jackknife alone misses the samples' share of the Feldman-Zhang score."""
+    res = coverage_table(40, n=1250, draws=40, truth_runs=60, seed=1,
+                         procedures=("mixed", "both", "jackknife"))
+    print(res["table"])
+    mixed, both, jack = (res["table"][p] for p in ("mixed", "both", "jackknife"))
+    for name, row in mixed.items():
+        assert row["coverage"] >= 0.85, (name, row)
+    assert mixed["auc_all"]["mean_width"] < 0.9 * both["auc_all"]["mean_width"]
+    assert mixed["tpr_low_all"]["mean_width"] == both["tpr_low_all"]["mean_width"]
+    assert jack["fz_flipped"]["mean_width"] < 0.7 * mixed["fz_flipped"]["mean_width"]
 
 
 def test_matched_and_equal_auc_measure_the_same_attack():

@@ -99,7 +99,7 @@ class ShadowConfig:
     track_epochs: bool = True
 
 
-INTERVAL_PROCEDURES = ("both", "pairs", "sum", "twoway", "jackknife", "jacksum")  # bnmem.intervals
+INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "sum", "twoway", "jackknife", "jacksum")  # bnmem.intervals
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ class AttackConfig:
     bootstrap: int = 200  # sample-only resamples (every attack variant)
     model_bootstrap: int = 200  # draws over shadow pairs and samples (headline, matched fit)
     null_masks: int = 16  # fake balanced keep matrices of the real null (every variant)
-    interval: str = "both"  # how the models+samples draws make an interval (bnmem.intervals)
+    interval: str = "mixed"  # how the models+samples draws make an interval (bnmem.intervals)
 
 
 @dataclass(frozen=True)
