@@ -81,11 +81,14 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
          f"{cfg.shadow.n_models} shadow models per arm in {membership['pairs']} complementary "
          f"pairs, queries {', '.join(cfg.shadow.queries)}; seed {cfg.seed}; reg_strength "
          f"{cfg.reg_strength} (target {cfg.reg.target}).", "",
-         "**Intervals.** 95 %. *models+samples*: a bootstrap over the shadow models' "
-         f"complementary pairs and the pool samples together ({membership['draws']} draws; "
-         "every drawn model is attacked by the other drawn pairs), so it includes training "
-         "randomness; point estimate ± 1.96 bootstrap SD × sqrt(P/(P−1)) (coverage on "
-         "synthetic data with a known truth: `results/coverage.json`). *samples*: the pool "
+         "**Intervals.** 95 %. *models+samples* (procedure "
+         f"`{membership.get('procedure', 'both')}`): point estimate ± 1.96 sd, the sd from "
+         "the jackknife over the shadow models' complementary pairs (every model attacked by "
+         "the other pairs) plus a bootstrap over pool samples "
+         f"({membership['draws']} draws), and for TPR at low FPR from {membership['draws']} "
+         "draws of pairs and samples together; so it includes training randomness "
+         "(coverage 94-96 % on 500 simulated runs with a known truth: "
+         "`bench/results/coverage.md`). *samples*: the pool "
          "or test samples resampled with the model fixed (one target model per arm), which "
          "ignores training randomness, so verdicts never rest on it. **Matched fit**: every "
          "figure as a function of the shadows' fit (accuracy on their IN clean samples), "
@@ -127,15 +130,17 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
         m = mem_arms[a]
         L.append(f"| {a} | {_est(m['auc_all'])} | {_est(m['auc_clean'])} | "
                  f"{_est(m['auc_flipped'])} | {_est(m['auc_ood'])} | "
-                 f"{_est(m['tpr_low_all'], digits=4)} | "
+                 f"{_est(m['tpr_low_all'], digits=4)}{_support(m.get('tpr_low_support'))} | "
                  f"{_g(attack[a][variant]['all'].get('tpr_at_fpr_1e-4'))} | "
                  f"{_g(attack[a][variant]['all'].get('tpr_at_zero_fp'))} |")
     neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in ("all", "flipped", "ood")}
     L += ["", "Intervals: models+samples (TPR at 1e-4 and at 0 FP: point estimates). TPR at "
-          "FPR f is reported only where the negatives "
-          f"allow ≥ 10 false positives at f (negatives: all {neg['all']}, flipped "
-          f"{neg['flipped']}, OOD {neg['ood']}); per subset and variant, with samples-only "
-          "intervals, in `results/attack.json` (null where unsupported).", "",
+          "FPR f is reported only where its false positives come from ≥ 10 distinct samples "
+          f"(negatives: all {neg['all']}, flipped {neg['flipped']}, OOD {neg['ood']} model-"
+          "sample pairs); next to it, the distinct samples behind its true and false "
+          "positives. Per subset and variant, with samples-only intervals and the support "
+          "counts (`support_<f>`: pairs, samples, models), in `results/attack.json` (null "
+          "where unsupported).", "",
           "Every attack, AUC on all samples (samples-only intervals):", "",
           "| arm | " + " | ".join(attack[arms[0]].keys()) + " |",
           "|---|" + "---|" * len(attack[arms[0]])]
@@ -227,6 +232,14 @@ def _matched_section(membership: dict, rel: dict) -> list[str]:
                  f"{_est(m.get('fz_flipped'), 100, True, 2)} | {_est(m.get('fz_ood'), 100, True, 2)} | "
                  f"{_est(m['in_acc_flipped'], 100, True, 2)} | {_est(m['in_acc_ood'], 100, True, 2)} |")
     return L + ["", f"![LiRA vs fit]({rel['lira_vs_fit']})", ""] if "lira_vs_fit" in rel else L + [""]
+
+
+def _support(sup: dict | None) -> str:
+    """' (TP from k samples; FP from j samples in i models)' for a TPR's support."""
+    if not sup:
+        return ""
+    return (f" (TP: {sup['tp_pairs']} from {sup['tp_samples']} samples; FP: {sup['fp_pairs']} "
+            f"from {sup['fp_samples']} samples in {sup['fp_models']} models)")
 
 
 def _null_section(attack: dict, arms: list[str], variant: str) -> list[str]:
