@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bnmem.attack import PairSignals, loo_lira
-from bnmem.intervals import bootstrap_normal_ci, percentile_ci
+from bnmem.intervals import IntervalPlan, percentile_ci
 from bnmem.matched import at_fit, common_fit, fit_grid
 from bnmem.resample import arm_draw, compare, draw_plan
 from bnmem.roc import roc_points, roc_summary
@@ -28,9 +28,18 @@ def test_intervals():
     vals = np.arange(101.0)
     assert percentile_ci(vals) == pytest.approx((2.5, 97.5))
     assert percentile_ci(np.r_[vals[:10], [np.nan] * 90], min_share=0.5) == (None, None)
-    lo, hi = bootstrap_normal_ci(1.0, np.array([0.0, 2.0]), n_units=2)
-    half = 1.96 * np.std([0.0, 2.0], ddof=1) * np.sqrt(2)
+    draws = np.array([1.0, 0.0, 2.0])  # row 0: the point
+    lo, hi = IntervalPlan("both", 2, {"both": (1, 3)}).ci(1.0, draws)
+    half = 1.96 * np.std([0.0, 2.0], ddof=1) * np.sqrt(2)  # sd x sqrt(P/(P-1))
     assert (lo, hi) == pytest.approx((1 - half, 1 + half))
+    # jacksum: the jackknife's (P-1)/P sum of squares plus the samples-only variance
+    jack, samp = np.array([0.9, 1.1, 1.0]), np.array([0.8, 1.2])
+    plan = IntervalPlan("jacksum", 3, {"jackknife": (1, 4), "samples": (4, 6)})
+    lo, hi = plan.ci(1.0, np.r_[1.0, jack, samp], "auc_all")
+    v = 2 / 3 * ((jack - jack.mean()) ** 2).sum() + samp.var(ddof=1)
+    assert (lo, hi) == pytest.approx((1 - 1.96 * np.sqrt(v), 1 + 1.96 * np.sqrt(v)))
+    mixed = IntervalPlan("mixed", 3, {"jackknife": (1, 4), "samples": (4, 6), "both": (4, 6)})
+    assert mixed.ci(1.0, np.r_[1.0, jack, samp], "auc_all") == (lo, hi)
 
 
 def _arm(effect, seed, m=12, n=200, e=3):

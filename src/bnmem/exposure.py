@@ -124,25 +124,22 @@ def offline_rmia(target: TargetSignals, shadows: Signals, cfg: Config) -> np.nda
                        online=False, a=a.rmia_a)
 
 
-def top_exposed(scores: dict[str, np.ndarray], k: int,
-                tiebreak: dict[str, np.ndarray] | None = None) -> dict[str, list[int]]:
-    """{arm: pool indices of its k most exposed samples, most exposed first}; ties (e.g.
-    calibrated exposures at the null's cap) by `tiebreak` (the raw exposure), then index."""
-    out = {}
-    for arm, s in scores.items():
-        tb = np.zeros(s.size) if tiebreak is None else tiebreak[arm]
-        out[arm] = np.lexsort((np.arange(s.size), -tb, -s))[:k].tolist()
-    return out
+def top_exposed(scores: dict[str, np.ndarray], k: int) -> dict[str, list[int]]:
+    """{arm: pool indices of its k most exposed samples, most exposed first} (ties by index).
+    Pass raw exposures: calibration is monotone in them, and they still order the samples
+    that calibrated exposure ties at the null's cap."""
+    return {arm: np.lexsort((np.arange(s.size), -s))[:k].tolist() for arm, s in scores.items()}
 
 
 def exposure_rows(top: list[int], scores: dict[str, np.ndarray], labels: np.ndarray,
                   kind: np.ndarray, mem: dict[str, np.ndarray], index: np.ndarray,
-                  ref: str, tiebreak: dict[str, np.ndarray]) -> list[dict]:
+                  ref: str, rank_by: dict[str, np.ndarray]) -> list[dict]:
     """One row per sample of `top`: identity, label, kind, memorization score in `ref`,
-    and its exposure and rank (1 = most exposed; ties as in `top_exposed`) in every arm."""
-    ranks = {a: np.empty(s.size, np.int64) for a, s in scores.items()}
-    for a, s in scores.items():
-        ranks[a][np.lexsort((np.arange(s.size), -tiebreak[a], -s))] = np.arange(1, s.size + 1)
+    and its exposure and rank (1 = most exposed, ranked by `rank_by`: the raw exposures,
+    whose order calibration keeps; see `top_exposed`) in every arm."""
+    ranks = {a: np.empty(s.size, np.int64) for a, s in rank_by.items()}
+    for a, s in rank_by.items():
+        ranks[a][np.lexsort((np.arange(s.size), -s))] = np.arange(1, s.size + 1)
     rows = []
     for i in top:
         m = mem.get(ref)
@@ -254,7 +251,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
         mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
         arrays[arm] = {"exposure": scores[arm], "exposure_raw": raws[arm], "mem_score": mem[arm]}
     ref = reference_arm(list(nets))
-    tops = top_exposed(scores, k, raws)
+    tops = top_exposed(raws, k)
     out: dict = {"definition": "-log10 of the share of the arm's empirical null (its shadows' "
                                "non-members, leave-one-pair-out) at or above the raw exposure "
                                "-log10 P(phi' >= phi | OUT shadows), mean over queries",
@@ -272,7 +269,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
         mine = nulls[arm].calibrate(mine_raw)
         rmia = offline_rmia(t, sigs[arm], cfg)
         both = {YOURS: mine, **scores}
-        top = top_exposed({YOURS: mine}, k, {YOURS: mine_raw})[YOURS]
+        top = top_exposed({YOURS: mine_raw}, k)[YOURS]
         out[YOURS] = {**info, "arm": arm, "distribution": distribution(mine),
                       "top": exposure_rows(top, both, labels, kind, mem, index, arm,
                                            {YOURS: mine_raw, **raws}),

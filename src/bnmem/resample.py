@@ -152,7 +152,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
             plan: IntervalPlan | None = None) -> dict:
     """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
     with a 95 % interval from the other draws (models and samples resampled;
-    `bnmem.intervals.bootstrap_normal_ci`).
+    `bnmem.intervals.IntervalPlan`).
 
     Matched fit: each draw's own common fit (the lower final shadow fit), every figure
     interpolated at it; `curve` gives the AUC difference over `grid` (default: draw 0's

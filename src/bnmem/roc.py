@@ -41,20 +41,13 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     """
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = np.asarray(labels, dtype=bool).ravel()
-    scored = ~np.isnan(scores)
-    if not scored.all():
-        if weights is not None and groups is None:
-            weights = np.asarray(weights)[:, scored]
-        elif groups is not None:
-            groups = np.asarray(groups).ravel()[scored]
-        scores, labels = scores[scored], labels[scored]
-    order = np.argsort(-scores)  # not stable: ties collapse into one point below anyway
-    s, lab = scores[order], labels[order]
-    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
+    order, ends = _ranked(scores)
+    lab = labels[order]
     if weights is None:
         w = lab[None].astype(np.float64)
-        total = np.arange(1, s.size + 1, dtype=np.float64)[None]
+        total = np.arange(1, order.size + 1, dtype=np.float64)[None]
     else:
+        groups = None if groups is None else np.asarray(groups).ravel()
         w = np.asarray(weights, dtype=np.float64)[:, order if groups is None else groups[order]]
         total = np.cumsum(w, axis=1)
         w *= lab  # in place: keeps the batch at two [B, n] arrays
@@ -66,6 +59,16 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     zero = np.zeros((w.shape[0], 1))
     fpr, tpr = np.hstack([zero, fpr]), np.hstack([zero, tpr])
     return (fpr[0], tpr[0]) if weights is None else (fpr, tpr)
+
+
+def _ranked(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, ends): the scored pairs (nan left out) by descending score, and the last
+    position of each tie group in that order. Not a stable sort: every use takes whole
+    tie groups."""
+    order = np.argsort(-flat)
+    order = order[~np.isnan(flat[order])]
+    s = flat[order]
+    return order, np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]
 
 
 def tpr_supported(n_negatives: int, fpr: float) -> bool:
@@ -89,12 +92,9 @@ def operating_support(scores: np.ndarray, labels: np.ndarray,
     """
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=bool)
-    flat, lab = scores.ravel(), labels.ravel()
-    order = np.argsort(-flat, kind="stable")
-    order = order[~np.isnan(flat[order])]  # unscored pairs (nan) are left out
-    lab = np.where(np.isnan(flat), False, lab)  # counts below: scored pairs only
-    s, lab_s = flat[order], lab[order]
-    ends = np.r_[np.flatnonzero(s[1:] != s[:-1]), s.size - 1]  # last index of each tie group
+    lab = labels.ravel()
+    order, ends = _ranked(scores.ravel())  # unscored pairs (nan) are left out
+    lab_s = lab[order]
     tp, fp = np.cumsum(lab_s)[ends], np.cumsum(~lab_s)[ends]
     n_neg_scored = int((~lab_s).sum())
     n_pos, n_neg = max(int(lab_s.sum()), 1), max(n_neg_scored, 1)
@@ -262,11 +262,9 @@ def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[st
     lib = _kernel()
     if lib is None or scores.size >= 2 ** 31 or w.size >= 2 ** 31:
         return _bootstrap_numpy(scores, labels, w)
-    s = np.asarray(scores, dtype=np.float64).ravel()
-    order = np.argsort(-s)
-    order = order[~np.isnan(s[order])]  # unscored pairs (nan) are left out
-    srt = s[order]
-    last = np.r_[srt[1:] != srt[:-1], True].astype(np.uint8)  # a tie group ends here
+    order, ends = _ranked(np.asarray(scores, dtype=np.float64).ravel())  # nan left out
+    last = np.zeros(order.size, np.uint8)
+    last[ends] = 1  # a tie group ends here
     groups = np.broadcast_to(np.arange(scores.shape[1], dtype=np.int32), scores.shape).ravel()
     g = np.ascontiguousarray(groups[order])
     lab = np.ascontiguousarray(np.asarray(labels, bool).ravel()[order].astype(np.uint8))
@@ -278,7 +276,7 @@ def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[st
     levels = np.array([FPR_LEVELS[k.removeprefix("tpr_at_fpr_")] for k in keys])
     auc, tpr = np.empty(w.shape[0]), np.empty((w.shape[0], levels.size))
     ptr = [a.ctypes.data for a in (g, lab, last, w, pos, neg, levels, auc, tpr)]
-    lib.roc_boot(srt.size, w.shape[1], w.shape[0], levels.size, *ptr)
+    lib.roc_boot(order.size, w.shape[1], w.shape[0], levels.size, *ptr)
     return {"auc": auc, **{k: tpr[:, i] for i, k in enumerate(keys)}}
 
 
