@@ -14,7 +14,7 @@ setup: $(STAMP) data
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test]'
+	$(VENV)/bin/pip install -q -e '.[test,dask]'
 	@touch $(STAMP)
 
 data:

@@ -1,7 +1,8 @@
 """shadow@<arm>-<shard>: train one shard of an arm's shadow models and query them.
 
 Models train `shadow.chunk` at a time as one stacked network (bnmem.stacked, LeNet; other
-archs fall back to the plain loop). Each finished model's logits are kept in
+archs fall back to the plain loop), here or, with shadow.backend: dask in --params, as tasks
+on a Dask cluster (bnmem.scaleout). Each finished model's logits are kept in
 `<out>.partial/` so a killed run resumes without retraining them.
 """
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
@@ -26,16 +27,20 @@ def main() -> None:
     p.add_argument("--pool", required=True)
     p.add_argument("--shard", type=int, required=True)
     p.add_argument("--out", required=True, help="output shard_<k>.npz")
+    p.add_argument("--params", help="params.yaml, read only for where shadows run "
+                   "(shadow.backend, resources, retries, tls): not a dependency, since the "
+                   "backend never changes the bits; absent: the local backend")
     args = p.parse_args()
     cfg = load_config(args.recipe)
     if not 0 <= args.shard < cfg.shadow.shards:
         raise ConfigError(f"shadow.shards: shard {args.shard} outside 0 .. {cfg.shadow.shards - 1}")
+    execution = load_config(args.params).shadow if args.params else None
     cli.setup(cfg.train.threads)
     parts = Path(args.out).with_suffix(".partial")
     t0 = time.perf_counter()
     arrays = shadow_shard(cfg, load_pool(args.pool), args.shard, parts,
                           resume_key(Path(args.recipe), Path(args.pool)),
-                          progress=f"shard {args.shard}")
+                          progress=f"shard {args.shard}", execution=execution)
     save_npz(args.out, **arrays)  # no wall time: outputs are bit-identical across runs
     log.info("%s: %.1f s", args.out, time.perf_counter() - t0)
     shutil.rmtree(parts, ignore_errors=True)

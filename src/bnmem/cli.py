@@ -8,7 +8,7 @@ from typing import Callable
 
 from bnmem import cpu
 from bnmem.config import ConfigError
-from bnmem.io import DataError, InputError
+from bnmem.io import ClusterError, DataError, InputError
 
 log = logging.getLogger("bnmem")
 
@@ -43,4 +43,7 @@ def run(main: Callable[[], None], name: str) -> None:
     except (ConfigError, DataError, InputError) as exc:
         print(f"bnmem {name}: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except ClusterError as exc:  # the Dask cluster: finished chunks are saved, rerun resumes
+        print(f"bnmem {name}: error: {exc}", file=sys.stderr)
+        sys.exit(3)
     log.info("%s done in %.1f s", name, time.perf_counter() - t0)

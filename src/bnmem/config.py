@@ -25,6 +25,10 @@ DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
 OTHER_DEFINITION = ("final", "every", "never")  # grads.other_definition; not "off" (YAML: false)
 INITS = ("default", "kaiming")
+BACKENDS = ("local", "dask")  # shadow.backend: where shadow chunks train (bnmem.scaleout)
+# shadow.* keys that choose where and how shadows run, never what they compute: arm recipes
+# leave them out (bnmem.config.arm_recipe), so changing them leaves every stage up to date
+EXECUTION_KEYS = ("backend", "resources", "retries", "tls")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
 
@@ -89,6 +93,14 @@ class GradsConfig:
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """Dask TLS files (bnmem.scaleout); all null: Dask's own config (distributed.comm.tls)."""
+    ca_file: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class ShadowConfig:
     n_models: int = 16
     shards: int = 1
@@ -97,6 +109,10 @@ class ShadowConfig:
     workers: int = 2
     chunk: int = 8
     track_epochs: bool = True
+    backend: str = "local"  # local | dask (the scheduler DASK_SCHEDULER_ADDRESS names)
+    resources: dict[str, float] = field(default_factory=dict)  # dask: per task, e.g. {GPU: 0.25}
+    retries: int = 2  # dask: times a chunk whose task raised is run again
+    tls: TlsConfig = field(default_factory=TlsConfig)
 
 
 INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "sum", "twoway", "jackknife", "jacksum")  # bnmem.intervals
@@ -159,6 +175,11 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
             return None
         (inner,) = [a for a in args if a is not type(None)]
         return _coerce(key, value, inner)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return {_coerce(f"{key} (a key)", k, args[0]): _coerce(f"{key}.{k}", v, args[1])
+                for k, v in value.items()}
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
@@ -292,6 +313,14 @@ def validate(cfg: Config) -> Config:
         _check(bool(QUERY_RE.match(q)), "shadow.queries", "identity | hflip | shift_<dx>_<dy>", q)
     _check(s.workers >= 1, "shadow.workers", "an integer >= 1", s.workers)
     _check(s.chunk >= 1, "shadow.chunk", "an integer >= 1", s.chunk)
+    _check(s.backend in BACKENDS, "shadow.backend", " | ".join(BACKENDS), s.backend)
+    for name, amount in s.resources.items():
+        _check(amount > 0, f"shadow.resources.{name}", "a number > 0 (an amount of a resource "
+               "the Dask workers were started with, e.g. --resources GPU=1)", amount)
+    _check(s.retries >= 0, "shadow.retries", "an integer >= 0", s.retries)
+    tls = dataclasses.asdict(s.tls)
+    _check(all(v is None for v in tls.values()) or all(v is not None for v in tls.values()),
+           "shadow.tls", "all of ca_file, cert, key, or none of them (Dask's own config)", tls)
     a = cfg.attack
     _check(a.rmia_gamma >= 1, "attack.rmia_gamma", "a number >= 1", a.rmia_gamma)
     _check(0 <= a.rmia_a <= 1, "attack.rmia_a", "a number in [0, 1]", a.rmia_a)
@@ -337,6 +366,8 @@ def arm_recipe(cfg: Config, arm: str) -> dict:
     raw = dataclasses.asdict(cfg)
     raw["arms"] = [arm]
     raw["seeds"] = []  # replicate stages pass their seed explicitly
+    for key in EXECUTION_KEYS:  # where shadows run is not what they compute
+        del raw["shadow"][key]
     default = Config()
     raw["audit"]["top_k"] = default.audit.top_k  # exposure / report only: no retraining
     raw["audit"]["target_arm"] = default.audit.target_arm

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 
 ENV = "BNMEM_CPU"  # "avx2" (default) | "native"
@@ -54,14 +55,35 @@ def level() -> str:
     return "avx2" if want == "avx2" and x86 and {"avx2", "fma"} <= _cpu_flags() else "native"
 
 
+_EFFECTIVE: bool | None = None  # whether the first pin() came before numpy / torch loaded
+
+
 def pin() -> str:
     """Set the pinning variables (those not already set) when `level()` is avx2; returns
     the level. Effective only before numpy / torch load or first dispatch (see `check`)."""
+    global _EFFECTIVE
     lvl = level()
+    if _EFFECTIVE is None:
+        _EFFECTIVE = (lvl != "avx2" or all(k in os.environ for k in PIN)
+                      or not {"numpy", "torch"} & set(sys.modules))
     if lvl == "avx2":
         for key, value in PIN.items():
             os.environ.setdefault(key, value)
     return lvl
+
+
+def pin_effective() -> bool:
+    """True when the pin took effect in this process: the variables were in the environment
+    when it started, or bnmem pinned before numpy and torch loaded. False in a process that
+    imported numpy first without them (e.g. a Dask worker started without the variables
+    `python -m bnmem.scaleout env` prints): its numpy may run other SIMD kernels than a stage's."""
+    return bool(_EFFECTIVE) if _EFFECTIVE is not None else False
+
+
+def environment() -> dict[str, str]:
+    """The variables a process that loads numpy or torch before bnmem (a Dask worker) must
+    start with to compute a stage's bits: the pin at this machine's level."""
+    return dict(PIN) if level() == "avx2" else {}
 
 
 def c_flags() -> list[str]:
@@ -86,3 +108,4 @@ def check(strict: bool = False) -> dict[str, str]:
             f"{TORCH_CAPABILITY} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY')!r});"
             f" import bnmem before torch, or set {ENV}=native to opt out")
     return {"level": lvl, "torch": torch_level}
+

@@ -20,6 +20,11 @@ class DataError(FileNotFoundError):
     """A dataset that is missing or unreadable; the message says how to get it."""
 
 
+class ClusterError(RuntimeError):
+    """A compute cluster the stage cannot use or that went away (bnmem.scaleout); one line
+    naming the setting or what was lost. Finished work is saved: a rerun resumes."""
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; rename it onto `path` only on success."""

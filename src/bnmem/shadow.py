@@ -85,43 +85,72 @@ def epoch_signals(labels: torch.Tensor):
     return track
 
 
-def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
-                  ids: np.ndarray, parts: Path, base: str, progress: str = "") -> dict:
-    """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix).
-
-    Models train `cfg.shadow.chunk` at a time (bnmem.stacked); each finished model's
-    arrays are saved under `parts` stamped with fingerprint(base, id), so a rerun after a
-    kill trains only the missing ones. Returns the shard arrays: logits [m, N, Q, C],
-    keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi [m, E, N] float32
-    and epoch_correct [m, E, N] bool (identity query, eval mode, after every epoch).
-    """
+def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
+                ids: list[int], workers: int) -> list[dict[str, np.ndarray]]:
+    """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix) as one
+    stack (bnmem.stacked): per model, its part arrays (logits [N, Q, C] and, with
+    shadow.track_epochs, epoch_phi [E, N] float32 and epoch_correct [E, N] bool) and its
+    final loss ("loss"). Each model's bits depend on its id only, not on which models share
+    its chunk, nor on `workers`, nor on the process that runs it (bnmem.scaleout)."""
     s = cfg.shadow
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    track = epoch_signals(y) if s.track_epochs else None
+    seeds = [model_seeds(cfg.seed, j) for j in ids]
+    states, hists, tracked = train_stack(cfg, arm, x, y, keep[ids], meta,
+                                         [a for a, _ in seeds], [b for _, b in seeds],
+                                         workers=workers, track=track)
+    logits = query_states(meta, states, x, s.queries, resolve_device(cfg.train.device))
+    out = []
+    for lg, hist, tr in zip(logits, hists, tracked):
+        arrays = {"logits": lg}
+        if track is not None:
+            arrays["epoch_phi"] = np.stack([p for p, _ in tr])
+            arrays["epoch_correct"] = np.stack([c for _, c in tr])
+        out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
+    return out
+
+
+def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
+                  ids: np.ndarray, parts: Path, base: str, progress: str = "",
+                  execution=None) -> dict:
+    """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix).
+
+    Models train `cfg.shadow.chunk` at a time (train_chunk), here or, with an `execution`
+    ShadowConfig whose backend is dask, as tasks on a Dask cluster (bnmem.scaleout); each
+    finished model's arrays are saved under `parts` stamped with fingerprint(base, id), so
+    a rerun after a kill trains only the missing ones. Returns the shard arrays: logits
+    [m, N, Q, C], keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi
+    [m, E, N] float32 and epoch_correct [m, E, N] bool (identity query, eval mode, after
+    every epoch).
+    """
+    s = cfg.shadow
     stamp = {int(j): fingerprint(base, str(j)) for j in ids}
     done = {int(j): load_part(parts / f"model_{j}.npz", stamp[int(j)]) for j in ids}
     todo = [j for j in done if done[j] is None]
     log.info("%s %s: %d models, %d resumed", arm, progress, len(ids), len(ids) - len(todo))
-    track = epoch_signals(y) if s.track_epochs else None
+    chunks = [todo[k:k + s.chunk] for k in range(0, len(todo), s.chunk)]
     bar = tqdm(total=len(todo), desc=f"shadow {arm} {progress}".strip())
-    for k in range(0, len(todo), s.chunk):
-        chunk, t0 = todo[k:k + s.chunk], time.perf_counter()
-        seeds = [model_seeds(cfg.seed, j) for j in chunk]
-        states, hists, tracked = train_stack(cfg, arm, x, y, keep[chunk], meta,
-                                             [a for a, _ in seeds], [b for _, b in seeds],
-                                             workers=s.workers, track=track)
-        logits = query_states(meta, states, x, s.queries, resolve_device(cfg.train.device))
-        for j, lg, hist, tr in zip(chunk, logits, hists, tracked):
-            arrays = {"logits": lg}
-            if track is not None:
-                arrays["epoch_phi"] = np.stack([p for p, _ in tr])
-                arrays["epoch_correct"] = np.stack([c for _, c in tr])
-            save_part(parts / f"model_{j}.npz", arrays, stamp[j])
-            done[j] = arrays
+
+    def finished(chunk: list[int], models: list[dict], seconds: float, where: str) -> None:
+        for j, model in zip(chunk, models):
+            save_part(parts / f"model_{j}.npz", model["arrays"], stamp[j])
+            done[j] = model["arrays"]
             log.info("%s model %d: %d samples, final loss %.4f", arm, j, keep[j].sum(),
-                     hist[-1]["loss"])
-        log.info("%s: %d models in %.1f s", arm, len(chunk), time.perf_counter() - t0)
+                     model["loss"])
+        log.info("%s: models %s in %.1f s%s", arm, chunk, seconds, where)
         bar.update(len(chunk))
-    bar.close()
+
+    try:
+        if execution is not None and execution.backend == "dask" and chunks:
+            from bnmem import scaleout
+            scaleout.run_chunks(cfg, arm, x, y, keep, chunks, execution, finished, parts)
+        else:
+            for chunk in chunks:
+                t0 = time.perf_counter()
+                finished(chunk, train_chunk(cfg, arm, x, y, keep, chunk, s.workers),
+                         time.perf_counter() - t0, "")
+    finally:
+        bar.close()  # ends its line: an error's one line starts on its own
     out = {"logits": np.stack([done[int(j)]["logits"] for j in ids]).astype(np.float32),
            "keep": keep[ids], "model_ids": np.asarray(ids, dtype=np.int64)}
     if s.track_epochs:
@@ -131,17 +160,19 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
 
 
 def shadow_shard(cfg: Config, pool: dict, shard: int, partial_dir: Path,
-                 resume_key: Callable[[], str], progress: str | None = None
-                 ) -> dict[str, np.ndarray]:
+                 resume_key: Callable[[], str], progress: str | None = None,
+                 execution=None) -> dict[str, np.ndarray]:
     """Train and query the recipe arm's shadow models of one shard (balanced keep matrix
     in complementary pairs); finished models are kept in `partial_dir` under a key from
-    `resume_key()` (recipe + pool + seed), so a killed run resumes."""
+    `resume_key()` (recipe + pool + seed), so a killed run resumes. `execution`: the
+    ShadowConfig whose backend / resources / retries / tls say where chunks run (None:
+    here)."""
     s = cfg.shadow
     x, y = tensors(pool, cfg.dataset)
     keep = keep_matrix(s.n_models, len(y), cfg.seed)
     ids = shard_ids(s.n_models, s.shards, shard)
     return train_shadows(cfg, cfg.arms[0], x, y, keep, ids, partial_dir, resume_key(),
-                         progress=progress)
+                         progress=progress, execution=execution)
 
 
 def resume_key(recipe: Path, pool: Path, *extra: str) -> Callable[[], str]:

@@ -1,0 +1,244 @@
+"""shadow.backend: dask — shadow chunks as tasks on an existing Dask cluster.
+
+The shadow stage connects to the scheduler that Dask's own config names
+(DASK_SCHEDULER_ADDRESS, or `scheduler-address` in a Dask config file), scatters the pool
+to every worker once, and submits each chunk of `shadow.chunk` models as one task that
+asks for `shadow.resources` (e.g. {GPU: 0.25} on workers started with --resources GPU=1).
+Each chunk that comes back goes through the stage's resume path at once (one part file
+per model), so a lost worker costs only its running chunk (Dask runs it elsewhere), a
+task that raised is retried `shadow.retries` times, and a killed stage or a scheduler that
+went away loses no finished chunk: the rerun resumes.
+
+Results are bit-identical to the local backend on the same CPU kind: a model's bits
+depend on its id only (bnmem.shadow.train_chunk), every task runs torch single-threaded,
+and each task reports its worker's kernel signature (CPU pin, library versions), which
+must equal the stage's own. TLS (`shadow.tls`, or Dask's distributed.comm.tls config)
+makes the scheduler admit only holders of a certificate its CA signed.
+
+distributed is an optional dependency (`pip install 'bnmem[dask]'`); nothing here imports
+it, or torch, until the dask backend runs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+from concurrent.futures import CancelledError
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from bnmem.io import ClusterError
+
+log = logging.getLogger(__name__)
+
+
+def signature() -> dict[str, str]:
+    """What decides a shadow model's bits in this process: the CPU pin and the versions of
+    the libraries that compute them. A worker whose signature differs from the stage's
+    would return different bits, so its results are refused."""
+    import torch
+
+    import bnmem
+    from bnmem import cpu
+
+    sig = {f"pin {k}": os.environ.get(k, "") for k in cpu.PIN}
+    sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()), "torch dispatch": torch.backends.cpu.get_cpu_capability(),
+                "torch": torch.__version__, "numpy": np.__version__, "bnmem": bnmem.__version__,
+                "machine": platform.machine()})
+    return sig
+
+
+def check_signature(mine: dict, theirs: dict, worker: str) -> None:
+    if theirs != mine:
+        diff = {k: f"{mine.get(k)} here, {theirs.get(k)} there"
+                for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}
+        raise ClusterError(
+            f"dask worker {worker} computes with other kernels or libraries than this stage "
+            f"({diff}), so its bits would differ: start workers in the stage's environment, "
+            "after eval \"$(python -m bnmem.scaleout env)\"")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def train_chunk_task(cfg, arm: str, data: dict, ids: list[int]) -> dict:
+    """One task: train shadow models `ids` on a worker, torch single-threaded (a worker's
+    threads each run one task). Returns the models' arrays, this worker's signature, its
+    address and CPU model, and the seconds it took."""
+    import torch
+
+    from bnmem.shadow import train_chunk
+
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        models = train_chunk(cfg, arm, torch.from_numpy(data["x"]), torch.from_numpy(data["y"]),
+                             data["keep"], ids, workers=1)
+    finally:
+        torch.set_num_threads(threads)
+    try:
+        from distributed import get_worker
+        where = get_worker().address
+    except (ImportError, ValueError):
+        where = "this process"
+    return {"models": models, "signature": signature(), "worker": where, "cpu": cpu_model(),
+            "seconds": time.perf_counter() - t0}
+
+
+def security(tls) -> object:
+    """distributed.Security from shadow.tls (all three files), else from Dask's own config
+    (distributed.comm.tls.*: ca-file, client.cert, client.key)."""
+    from distributed import Security
+
+    if tls.ca_file is None:
+        return Security()
+    for key in ("ca_file", "cert", "key"):
+        if not Path(getattr(tls, key)).is_file():
+            raise ClusterError(f"shadow.tls.{key}: {getattr(tls, key)} not found (a PEM file "
+                               "of the certificate set the scheduler was started with)")
+    return Security(tls_ca_file=tls.ca_file, tls_client_cert=tls.cert,
+                    tls_client_key=tls.key, require_encryption=True)
+
+
+def scheduler_address() -> str:
+    """The scheduler Dask's config names (DASK_SCHEDULER_ADDRESS); none: ClusterError."""
+    import dask
+
+    address = dask.config.get("scheduler-address", None)
+    if not address:
+        raise ClusterError("shadow.backend: dask needs a running scheduler: set "
+                           "DASK_SCHEDULER_ADDRESS (e.g. tcp://127.0.0.1:8786); none is set")
+    return str(address)
+
+
+def connect(execution):
+    """A distributed.Client on the configured scheduler (one-line ClusterError if none)."""
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError("shadow.backend: dask needs the optional dependency distributed: "
+                           "pip install 'bnmem[dask]'") from None
+    address = scheduler_address()
+    sec = security(execution.tls)
+    if address.startswith("tls://") and not (sec.tls_ca_file and sec.tls_client_cert):
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler speaks TLS and "
+                           "this client has no certificate: set shadow.tls (ca_file, cert, "
+                           "key) or Dask's distributed.comm.tls config (ca-file, client.cert, "
+                           "client.key)")
+    try:
+        client = distributed.Client(address, security=sec, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: cannot connect "
+                           f"({reason[:200]})") from None
+    return client
+
+
+def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], execution,
+               finished: Callable[[list[int], list[dict], float, str], None],
+               parts: Path) -> None:
+    """Train `chunks` (lists of model ids) as tasks on the Dask cluster; `finished(chunk,
+    models, seconds, where)` saves each chunk as it comes back."""
+    from distributed import as_completed
+
+    client = connect(execution)
+    address = client.scheduler.address
+    mine = signature()
+    futures: list = []
+    failed = False
+    try:
+        workers = client.scheduler_info()["workers"]
+        if not workers:
+            raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler has no "
+                               "workers; start some (`dask worker <address>`)")
+        log.info("dask %s: %d workers, %d chunks of %s", address, len(workers), len(chunks),
+                 arm)
+        want = dict(execution.resources)
+        if want and not any(all(w.get("resources", {}).get(k, 0) >= v for k, v in want.items())
+                            for w in workers.values()):
+            have = {a: w.get("resources", {}) for a, w in workers.items()}
+            raise ClusterError(f"shadow.resources: no worker has {want} (workers have {have}); "
+                               "start workers with e.g. `dask worker ... --resources GPU=1`")
+        for worker, theirs in client.run(signature).items():  # early; each task checks too
+            check_signature(mine, theirs, worker)
+        data = client.scatter({"x": x.numpy(), "y": y.numpy(), "keep": np.asarray(keep)},
+                              broadcast=True, hash=False)
+        where = {}
+        for chunk in chunks:
+            f = client.submit(train_chunk_task, cfg, arm, data, chunk, pure=False,
+                              resources=dict(execution.resources) or None,
+                              retries=execution.retries,
+                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{os.getpid()}")
+            where[f.key] = chunk
+            futures.append(f)
+        saved = 0
+        for future in as_completed(futures, loop=client.loop):
+            chunk = where[future.key]
+            if future.cancelled():
+                raise ClusterError(
+                    f"dask scheduler {address} went away (models {chunk} cancelled): "
+                    f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
+                    "rerun to resume")
+            if future.status == "error":
+                exc = future.exception()
+                raise ClusterError(
+                    f"dask task for models {chunk} failed after shadow.retries="
+                    f"{execution.retries} retries ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); {saved} of "
+                    f"{len(chunks)} chunks saved in {parts}; rerun to resume")
+            result = future.result()
+            check_signature(mine, result["signature"], result["worker"])
+            finished(chunk, result["models"], result["seconds"],
+                     f" on dask worker {result['worker']} ({result['cpu']})")
+            saved += 1
+            future.release()
+    except ClusterError:
+        failed = True
+        for f in futures:
+            f.cancel()
+        raise
+    except (OSError, TimeoutError, CancelledError) as exc:  # the scheduler went away mid-run
+        failed = True
+        raise ClusterError(
+            f"dask scheduler {address}: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else ''}; finished chunks are saved "
+            f"in {parts}; rerun to resume") from None
+    finally:
+        if failed:  # the error line says it all: not the client's reconnect tracebacks
+            for name in ["distributed", *logging.root.manager.loggerDict]:
+                if name.startswith("distributed"):
+                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        try:
+            client.close(timeout=5)
+        except Exception:  # the scheduler is gone already
+            pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m bnmem.scaleout env`: the shell exports a Dask worker needs before it
+    starts (`eval "$(python -m bnmem.scaleout env)"; dask worker ...`), so its numpy and
+    torch run the kernels the stage pins (bnmem.cpu)."""
+    import argparse
+
+    from bnmem import cpu
+
+    p = argparse.ArgumentParser(prog="python -m bnmem.scaleout", description=main.__doc__)
+    p.add_argument("command", choices=["env"])
+    p.parse_args(argv)
+    for key, value in cpu.environment().items():
+        print(f"export {key}='{value}'")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""shadow.backend: dask on a real cluster: a scheduler and two worker processes started with
+the `dask` command on 127.0.0.1 (no dashboard, every socket on loopback), the default shadow
+stage run through it, a worker SIGKILLed mid-run, the scheduler lost mid-run, TLS."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import yaml
+
+from bnmem.config import ConfigError, arm_recipe, config_from_dict, load_config
+from conftest import ROOT, run_stage
+
+distributed = pytest.importorskip("distributed", reason="pip install -e '.[dask]'")
+DASK = str(Path(sys.executable).with_name("dask"))
+ARM = "batchnorm"
+# --no-dashboard alone still serves /health and /metrics on 0.0.0.0 (8787 for a scheduler)
+LOOPBACK_HTTP = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """`dask scheduler` + `dask worker` processes on 127.0.0.1, stopped by process id."""
+
+    def __init__(self, d: Path, workers: int = 2, tls: dict | None = None):
+        self.d, self.tls = d, tls
+        proto = "tls" if tls else "tcp"
+        self.address = f"{proto}://127.0.0.1:{free_port()}"
+        flags = ([f"--tls-ca-file={tls['ca_file']}", f"--tls-cert={tls['cert']}",
+                  f"--tls-key={tls['key']}"] if tls else [])
+        self.logs = []
+        self.scheduler = self._start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1",
+                                     "--port", self.address.rsplit(":", 1)[1],
+                                     "--protocol", proto, *LOOPBACK_HTTP, *flags])
+        self.wait(lambda: self._listening(self.scheduler), "scheduler")
+        self.workers = [self._start(f"worker{i}", [DASK, "worker", self.address, "--host",
+                        "127.0.0.1", "--nthreads", "1", "--no-nanny", *LOOPBACK_HTTP,
+                        "--name", f"w{i}", *flags]) for i in range(workers)]
+        self.wait(lambda: self.n_workers() == workers, f"{workers} workers")
+
+    def _start(self, name: str, cmd: list[str]) -> subprocess.Popen:
+        log = open(self.d / f"{name}-{len(self.logs)}.log", "w")
+        self.logs.append(log)
+        # the environment of this process: bnmem's CPU pin is set (conftest imports bnmem)
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.d,
+                                start_new_session=True)
+
+    @staticmethod
+    def _listening(proc: subprocess.Popen) -> bool:
+        try:
+            return any(c.status == psutil.CONN_LISTEN
+                       for c in psutil.Process(proc.pid).net_connections("inet"))
+        except psutil.Error:
+            return False
+
+    def wait(self, ok, what: str, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if ok():
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"cluster: no {what} after {timeout} s: {self.tail()}")
+
+    def tail(self) -> str:
+        return "\n".join(Path(log.name).read_text()[-1500:] for log in self.logs)
+
+    def client(self, **kw):
+        return distributed.Client(self.address, timeout=10, **kw)
+
+    def security(self):
+        t = self.tls
+        return distributed.Security(tls_ca_file=t["ca_file"], tls_client_cert=t["cert"],
+                                    tls_client_key=t["key"], require_encryption=True)
+
+    def n_workers(self) -> int:
+        try:
+            with self.client(**({"security": self.security()} if self.tls else {})) as c:
+                return len(c.scheduler_info()["workers"])
+        except OSError:
+            return 0
+
+    def addresses(self) -> list[str]:
+        """Worker addresses in start order (w0, w1, ...)."""
+        with self.client() as c:
+            by_name = {w["name"]: a for a, w in c.scheduler_info()["workers"].items()}
+        return [by_name[f"w{i}"] for i in range(len(self.workers))]
+
+    def process(self, address: str) -> subprocess.Popen:
+        return self.workers[self.addresses().index(address)]
+
+    def cpu_seconds(self, address: str) -> float:
+        t = psutil.Process(self.process(address).pid).cpu_times()
+        return t.user + t.system
+
+    def sockets(self) -> set[str]:
+        """Every local address any cluster process has a socket on."""
+        out = set()
+        for proc in [self.scheduler, *self.workers]:
+            if proc.poll() is None:
+                out |= {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet")}
+        return out
+
+    def stop(self) -> None:
+        for proc in [*self.workers, self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for log in self.logs:
+            log.close()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """The default pool and the default batchnorm recipe, and its shard from the local
+    backend (the reference every Dask run must equal bit for bit)."""
+    d = tmp_path_factory.mktemp("dask")
+    assert run_stage("prepare.py", "--params", "params.yaml", "--pool", str(d / "pool.npz"),
+                     "--test", str(d / "test.npz")).returncode == 0
+    assert run_stage("configure.py", "--params", "params.yaml", "--out",
+                     str(d / "recipes")).returncode == 0
+    recipe = yaml.safe_load((d / "recipes" / f"{ARM}.yaml").read_text())
+    recipe["shadow"]["chunk"] = 4  # 4 tasks: a worker is lost mid-run with work left
+    (d / "chunk4.yaml").write_text(yaml.safe_dump(recipe))
+    res = shadow(d, d / "recipes" / f"{ARM}.yaml", d / "local.npz", backend="local")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return d
+
+
+def params_file(d: Path, backend: str, **shadow_keys) -> Path:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["shadow"].update(backend=backend, **shadow_keys)
+    path = d / f"params-{backend}-{len(list(d.glob('params-*')))}.yaml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+def shadow_cmd(d: Path, recipe: Path, out: Path, backend: str, **keys) -> list[str]:
+    return [sys.executable, str(ROOT / "stages/shadow.py"), "--recipe", str(recipe), "--pool",
+            str(d / "pool.npz"), "--shard", "0", "--out", str(out),
+            "--params", str(params_file(d, backend, **keys))]
+
+
+def env_for(address: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
+    if address:
+        env["DASK_SCHEDULER_ADDRESS"] = address
+    env["DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"] = "10s"
+    return env
+
+
+def shadow(d, recipe, out, backend="dask", address=None, **keys):
+    return subprocess.run(shadow_cmd(d, recipe, out, backend, **keys), env=env_for(address),
+                          capture_output=True, text=True)
+
+
+def same_shard(d: Path, out: Path) -> bool:
+    return (d / "local.npz").read_bytes() == out.read_bytes()
+
+
+def workers_used(stderr: str) -> set[str]:
+    return {line.split(" on dask worker ")[1].split()[0] for line in stderr.splitlines()
+            if " on dask worker " in line}
+
+
+@pytest.mark.slow
+def test_default_shard_on_two_workers_is_bit_identical_to_local(work):
+    cluster = Cluster(work)
+    try:
+        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "dask.npz",
+                     address=cluster.address)
+        assert res.returncode == 0, res.stderr[-3000:] + cluster.tail()
+        assert cluster.sockets() == {"127.0.0.1"}  # loopback only
+    finally:
+        cluster.stop()
+    assert same_shard(work, work / "dask.npz")
+    used = workers_used(res.stderr)
+    assert len(used) == 2 and all(a.startswith("tcp://127.0.0.1:") for a in used), res.stderr
+    assert "16 models, 0 resumed" in res.stderr
+
+
+@pytest.mark.slow
+def test_worker_sigkilled_mid_run_still_gives_the_identical_shard(work):
+    cluster = Cluster(work)
+    out, parts, log = work / "killed.npz", work / "killed.partial", work / "killed.log"
+    survivor, victim = cluster.addresses()
+    with open(log, "w") as err:
+        proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),
+                                env=env_for(cluster.address), stderr=err)
+        try:
+            # the victim is busy: past its torch import (~3 s of CPU) and into a chunk of 4
+            cluster.wait(lambda: "chunks of" in log.read_text()
+                         and cluster.cpu_seconds(victim) > 4.5, "a busy worker", timeout=120)
+            assert len(list(parts.glob("model_*.npz"))) < 16
+            os.killpg(cluster.process(victim).pid, signal.SIGKILL)
+            proc.wait(timeout=300)
+        finally:
+            proc.kill()
+            cluster.stop()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert same_shard(work, out)
+    by_survivor = [line for line in text.splitlines() if f"on dask worker {survivor} " in line]
+    assert len(by_survivor) >= 3, text[-3000:]  # the victim finished at most one of 4 chunks
+
+
+@pytest.mark.slow
+def test_scheduler_lost_mid_run_loses_no_finished_chunk(work):
+    out, parts = work / "lost.npz", work / "lost.partial"
+    cluster = Cluster(work)
+    proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),
+                            env=env_for(cluster.address), stderr=subprocess.PIPE, text=True)
+    try:
+        cluster.wait(lambda: len(list(parts.glob("model_*.npz"))) >= 4, "first chunk back",
+                     timeout=180)
+        os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        cluster.stop()
+    errors = [line for line in err.splitlines() if line.startswith("bnmem ")]
+    assert proc.returncode == 3 and len(errors) == 1, err[-3000:]
+    assert "went away" in errors[0] or "dask scheduler" in errors[0], errors
+    assert "Traceback" not in err, err[-3000:]
+    saved = len(list(parts.glob("model_*.npz")))
+    assert 4 <= saved < 16 and not out.exists()
+    cluster = Cluster(work)  # a new cluster: the rerun trains only what was not saved
+    try:
+        res = shadow(work, work / "chunk4.yaml", out, address=cluster.address)
+    finally:
+        cluster.stop()
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert f"16 models, {saved} resumed" in res.stderr
+    assert same_shard(work, out)
+
+
+def make_cert(d: Path, name: str) -> dict:
+    key, cert = d / f"{name}-key.pem", d / f"{name}-cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "1", "-subj", f"/CN={name}"],
+                   check=True, capture_output=True)
+    return {"ca_file": str(cert), "cert": str(cert), "key": str(key)}
+
+
+@pytest.mark.slow
+def test_tls_cluster_admits_only_holders_of_its_certificate(work):
+    ours, theirs = make_cert(work, "bnmem"), make_cert(work, "intruder")
+    cluster = Cluster(work, workers=1, tls=ours)
+    try:
+        for security in (None, distributed.Security(tls_ca_file=ours["ca_file"])):
+            with pytest.raises((OSError, TimeoutError, TypeError)):  # no client certificate
+                distributed.Client(cluster.address, timeout=5, security=security).close()
+        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "intruder.npz",
+                     address=cluster.address, tls=dict(theirs, ca_file=ours["ca_file"]))
+        errors = [line for line in res.stderr.splitlines() if line.startswith("bnmem ")]
+        assert res.returncode == 3 and len(errors) == 1 and "cannot connect" in errors[0], \
+            res.stderr[-2000:]
+        assert "SSL" in errors[0], errors  # refused in the handshake (unknown CA)
+        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "tls.npz",
+                     address=cluster.address)  # no certificate at all: one line, before connecting
+        assert res.returncode == 3 and "has no certificate" in res.stderr, res.stderr[-2000:]
+        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "tls.npz",
+                     address=cluster.address, tls=ours)
+        assert res.returncode == 0, res.stderr[-3000:] + cluster.tail()
+    finally:
+        cluster.stop()
+    assert same_shard(work, work / "tls.npz")
+    assert all(a.startswith("tls://127.0.0.1:") for a in workers_used(res.stderr))
+
+
+@pytest.mark.slow
+def test_worker_without_the_cpu_pin_is_refused(work):
+    """A worker whose numpy loaded before bnmem could pin it (started without the variables
+    `python -m bnmem.scaleout env` prints) may compute other bits: the stage refuses it."""
+    from bnmem import cpu
+    if cpu.level() != "avx2":
+        pytest.skip("no CPU pin on this machine (bnmem.cpu.level() is native)")
+    saved = {k: os.environ.pop(k) for k in cpu.PIN if k in os.environ}
+    try:
+        cluster = Cluster(work, workers=1)
+    finally:
+        os.environ.update(saved)
+    try:
+        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "unpinned.npz",
+                     address=cluster.address)
+    finally:
+        cluster.stop()
+    errors = [line for line in res.stderr.splitlines() if line.startswith("bnmem ")]
+    assert res.returncode == 3 and len(errors) == 1, res.stderr[-2000:]
+    assert "pinned before numpy" in errors[0] and "bnmem.scaleout env" in errors[0], errors
+    assert not (work / "unpinned.npz").exists()
+
+
+@pytest.mark.slow
+def test_no_scheduler_named_is_one_line(work):
+    res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "none.npz", address=None)
+    assert res.returncode == 3
+    assert res.stderr.strip().splitlines()[-1].startswith(
+        "bnmem shadow: error: shadow.backend: dask needs a running scheduler: set "
+        "DASK_SCHEDULER_ADDRESS"), res.stderr[-1000:]
+
+
+def test_env_command_prints_the_pin():
+    out = subprocess.run([sys.executable, "-m", "bnmem.scaleout", "env"], capture_output=True,
+                         text=True, check=True).stdout
+    from bnmem import cpu
+    assert out.splitlines() == [f"export {k}='{v}'" for k, v in cpu.environment().items()]
+
+
+@pytest.mark.parametrize("keys", [{"backend": "dask"}, {"resources": {"GPU": 0.25}},
+                                  {"retries": 0}, {"tls": {"ca_file": "a", "cert": "b",
+                                                           "key": "c"}}])
+def test_execution_keys_leave_every_recipe_unchanged(keys):
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    changed = json.loads(json.dumps(base))
+    changed["shadow"].update(keys)
+    for arm in base["arms"]:
+        assert arm_recipe(config_from_dict(changed), arm) == \
+            arm_recipe(config_from_dict(base), arm)
+
+
+@pytest.mark.parametrize("keys, message", [
+    ({"backend": "ray"}, "shadow.backend: 'ray' is invalid; valid: local | dask"),
+    ({"resources": {"GPU": 0}}, "shadow.resources.GPU: 0.0 is invalid"),
+    ({"resources": {"GPU": "a"}}, "shadow.resources.GPU: expected a number"),
+    ({"retries": -1}, "shadow.retries: -1 is invalid"),
+    ({"tls": {"ca_file": "a"}}, "shadow.tls: "),
+])
+def test_bad_execution_keys_name_the_key(keys, message):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["shadow"].update(keys)
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("|", r"\|")):
+        config_from_dict(raw)
+
+
+def test_default_params_run_locally():
+    assert load_config(ROOT / "params.yaml").shadow.backend == "local"
