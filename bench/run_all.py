@@ -18,7 +18,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
-         "attack_scale", "roc_boot", "pipeline", "pin", "coverage"]
+         "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "dask"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
@@ -54,8 +54,11 @@ def main() -> None:
             subprocess.run(argv, cwd=HERE.parent, check=True)
     parts = ["# Benchmarks", "",
              f"Assembled {datetime.date.today()} by `make bench` (`python bench/run_all.py`). "
-             f"Machine: {machine()}. Each section names its own command; every figure is a "
-             "ratio against a baseline measured in the same run, plus the absolute numbers.", ""]
+             f"Assembled on: {machine()}; a section rerun alone (`python bench/run_all.py "
+             "<name>`) was measured on the machine its own text names, or on the one of the "
+             "assembly it was last run in. Each section names its own command; every figure "
+             "is a ratio against a baseline measured in the same run, plus the absolute "
+             "numbers.", ""]
     for name in ORDER:
         res = HERE / "results" / f"{name}.md"
         if res.exists():

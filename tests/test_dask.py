@@ -4,121 +4,19 @@ stage run through it, a worker SIGKILLed mid-run, the scheduler lost mid-run, TL
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-import psutil
 import pytest
 import yaml
 
 from bnmem.config import ConfigError, arm_recipe, config_from_dict, load_config
+from bnmem.scaleout import LoopbackCluster as Cluster
 from conftest import ROOT, run_stage
 
 distributed = pytest.importorskip("distributed", reason="pip install -e '.[dask]'")
-DASK = str(Path(sys.executable).with_name("dask"))
 ARM = "batchnorm"
-# --no-dashboard alone still serves /health and /metrics on 0.0.0.0 (8787 for a scheduler)
-LOOPBACK_HTTP = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """`dask scheduler` + `dask worker` processes on 127.0.0.1, stopped by process id."""
-
-    def __init__(self, d: Path, workers: int = 2, tls: dict | None = None):
-        self.d, self.tls = d, tls
-        proto = "tls" if tls else "tcp"
-        self.address = f"{proto}://127.0.0.1:{free_port()}"
-        flags = ([f"--tls-ca-file={tls['ca_file']}", f"--tls-cert={tls['cert']}",
-                  f"--tls-key={tls['key']}"] if tls else [])
-        self.logs = []
-        self.scheduler = self._start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1",
-                                     "--port", self.address.rsplit(":", 1)[1],
-                                     "--protocol", proto, *LOOPBACK_HTTP, *flags])
-        self.wait(lambda: self._listening(self.scheduler), "scheduler")
-        self.workers = [self._start(f"worker{i}", [DASK, "worker", self.address, "--host",
-                        "127.0.0.1", "--nthreads", "1", "--no-nanny", *LOOPBACK_HTTP,
-                        "--name", f"w{i}", *flags]) for i in range(workers)]
-        self.wait(lambda: self.n_workers() == workers, f"{workers} workers")
-
-    def _start(self, name: str, cmd: list[str]) -> subprocess.Popen:
-        log = open(self.d / f"{name}-{len(self.logs)}.log", "w")
-        self.logs.append(log)
-        # the environment of this process: bnmem's CPU pin is set (conftest imports bnmem)
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.d,
-                                start_new_session=True)
-
-    @staticmethod
-    def _listening(proc: subprocess.Popen) -> bool:
-        try:
-            return any(c.status == psutil.CONN_LISTEN
-                       for c in psutil.Process(proc.pid).net_connections("inet"))
-        except psutil.Error:
-            return False
-
-    def wait(self, ok, what: str, timeout: float = 60) -> None:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if ok():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"cluster: no {what} after {timeout} s: {self.tail()}")
-
-    def tail(self) -> str:
-        return "\n".join(Path(log.name).read_text()[-1500:] for log in self.logs)
-
-    def client(self, **kw):
-        return distributed.Client(self.address, timeout=10, **kw)
-
-    def security(self):
-        t = self.tls
-        return distributed.Security(tls_ca_file=t["ca_file"], tls_client_cert=t["cert"],
-                                    tls_client_key=t["key"], require_encryption=True)
-
-    def n_workers(self) -> int:
-        try:
-            with self.client(**({"security": self.security()} if self.tls else {})) as c:
-                return len(c.scheduler_info()["workers"])
-        except OSError:
-            return 0
-
-    def addresses(self) -> list[str]:
-        """Worker addresses in start order (w0, w1, ...)."""
-        with self.client() as c:
-            by_name = {w["name"]: a for a, w in c.scheduler_info()["workers"].items()}
-        return [by_name[f"w{i}"] for i in range(len(self.workers))]
-
-    def process(self, address: str) -> subprocess.Popen:
-        return self.workers[self.addresses().index(address)]
-
-    def cpu_seconds(self, address: str) -> float:
-        t = psutil.Process(self.process(address).pid).cpu_times()
-        return t.user + t.system
-
-    def sockets(self) -> set[str]:
-        """Every local address any cluster process has a socket on."""
-        out = set()
-        for proc in [self.scheduler, *self.workers]:
-            if proc.poll() is None:
-                out |= {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet")}
-        return out
-
-    def stop(self) -> None:
-        for proc in [*self.workers, self.scheduler]:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for log in self.logs:
-            log.close()
 
 
 @pytest.fixture(scope="module")
@@ -346,3 +244,25 @@ def test_bad_execution_keys_name_the_key(keys, message):
 
 def test_default_params_run_locally():
     assert load_config(ROOT / "params.yaml").shadow.backend == "local"
+
+
+@pytest.mark.slow
+def test_cluster_command_prints_its_address_and_stops_on_ctrl_c():
+    import signal
+
+    import psutil
+    proc = subprocess.Popen([sys.executable, "-m", "bnmem.scaleout", "cluster", "--workers", "2"],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("export DASK_SCHEDULER_ADDRESS=tcp://127.0.0.1:"), line
+        address = line.split("=", 1)[1].split()[0]
+        with distributed.Client(address, timeout=10) as c:
+            assert len(c.scheduler_info()["workers"]) == 2
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) == 3
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        proc.kill()

@@ -108,3 +108,27 @@ def test_the_wheel_carries_every_c_source():
     missing = [s for s in sources if not any(fnmatch.fnmatch(s, g) and s.count("/") == g.count("/")
                                              for g in globs)]
     assert not missing, f"package-data misses {missing}"
+
+
+def test_no_stage_depends_on_where_shadows_run():
+    """shadow.backend / resources / retries / tls choose where shadows run, never what they
+    compute: no stage but configure (which writes recipes without them) may list them, the
+    whole `shadow` group, or the whole params.yaml. The report lists every other key."""
+    import dataclasses
+
+    from bnmem.config import EXECUTION_KEYS, Config, ShadowConfig
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    every = {f.name for f in dataclasses.fields(Config)} - {"shadow"}
+    every |= {f"shadow.{f.name}" for f in dataclasses.fields(ShadowConfig)
+              if f.name not in EXECUTION_KEYS}
+    for name, stage in stages.items():
+        keys = set()
+        for p in stage.get("params", []):
+            keys |= set(p) if isinstance(p, dict) else {p}
+        if name == "configure":
+            assert keys == {"params.yaml"}
+            continue
+        assert not keys & {"shadow", "params.yaml"}, (name, keys)
+        assert not {k for k in keys if k.split(".")[-1] in EXECUTION_KEYS}, (name, keys)
+        if name == "report":
+            assert keys == every, (every - keys, keys - every)

@@ -199,6 +199,26 @@ def test_reg_strength_reruns_only_the_reg_arm(repo):
 
 
 @pytest.mark.slow
+def test_shadow_backend_leaves_every_stage_up_to_date(repo):
+    """Where shadows run is not what they compute: switching to the dask backend (with
+    resources, retries and TLS files) reruns configure, which writes the same recipes, and
+    nothing else; no cluster is needed to find that out."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["shadow"].update(backend="dask", resources={"GPU": 0.25}, retries=5,
+                            tls={"ca_file": "ca.pem", "cert": "c.pem", "key": "k.pem"})
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    try:
+        sh(repo, "dvc", "repro", "configure")
+        assert not sh(repo, "git", "status", "--porcelain", "data/recipes").stdout.strip()
+        dry = sh(repo, "dvc", "repro", "--dry").stdout
+        ran = [l for l in dry.splitlines() if l.startswith("Running stage")]
+        assert not ran, dry
+    finally:
+        sh(repo, "git", "checkout", "-q", "params.yaml")
+        sh(repo, "dvc", "checkout", "-q")
+
+
+@pytest.mark.slow
 def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
     sh(repo, "dvc", "repro")  # earlier tests may leave uncached recipes of other params
     params = yaml.safe_load((repo / "params.yaml").read_text())

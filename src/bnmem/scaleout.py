@@ -45,7 +45,8 @@ def signature() -> dict[str, str]:
     from bnmem import cpu
 
     sig = {f"pin {k}": os.environ.get(k, "") for k in cpu.PIN}
-    sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()), "torch dispatch": torch.backends.cpu.get_cpu_capability(),
+    sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()),
+                "torch dispatch": torch.backends.cpu.get_cpu_capability(),
                 "torch": torch.__version__, "numpy": np.__version__, "bnmem": bnmem.__version__,
                 "machine": platform.machine()})
     return sig
@@ -72,28 +73,26 @@ def cpu_model() -> str:
 
 
 def train_chunk_task(cfg, arm: str, data: dict, ids: list[int]) -> dict:
-    """One task: train shadow models `ids` on a worker, torch single-threaded (a worker's
-    threads each run one task). Returns the models' arrays, this worker's signature, its
-    address and CPU model, and the seconds it took."""
+    """One task: train shadow models `ids` on a worker, torch single-threaded: a worker's
+    threads each run one task, so the worker's --nthreads is its parallelism (the count is
+    left at 1: restoring it would race with the worker's other tasks). Returns the models'
+    arrays, this worker's signature, address, CPU model and device, and the seconds taken."""
     import torch
 
     from bnmem.shadow import train_chunk
+    from bnmem.train import resolve_device
 
     t0 = time.perf_counter()
-    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        models = train_chunk(cfg, arm, torch.from_numpy(data["x"]), torch.from_numpy(data["y"]),
-                             data["keep"], ids, workers=1)
-    finally:
-        torch.set_num_threads(threads)
+    models = train_chunk(cfg, arm, torch.from_numpy(data["x"]), torch.from_numpy(data["y"]),
+                         data["keep"], ids, workers=1)
     try:
         from distributed import get_worker
         where = get_worker().address
     except (ImportError, ValueError):
         where = "this process"
     return {"models": models, "signature": signature(), "worker": where, "cpu": cpu_model(),
-            "seconds": time.perf_counter() - t0}
+            "device": resolve_device(cfg.train.device).type, "seconds": time.perf_counter() - t0}
 
 
 def security(tls) -> object:
@@ -182,7 +181,7 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                               key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{os.getpid()}")
             where[f.key] = chunk
             futures.append(f)
-        saved = 0
+        saved, devices = 0, set()
         for future in as_completed(futures, loop=client.loop):
             chunk = where[future.key]
             if future.cancelled():
@@ -199,8 +198,15 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                     f"{len(chunks)} chunks saved in {parts}; rerun to resume")
             result = future.result()
             check_signature(mine, result["signature"], result["worker"])
+            devices.add(result["device"])
+            if len(devices) > 1:  # train.device auto on workers with and without a GPU
+                raise ClusterError(
+                    f"dask workers trained on {sorted(devices)}: one shard would mix CPU and "
+                    "GPU bits; set train.device (cpu | cuda) or give every worker the same "
+                    f"devices ({saved} of {len(chunks)} chunks saved in {parts})")
             finished(chunk, result["models"], result["seconds"],
-                     f" on dask worker {result['worker']} ({result['cpu']})")
+                     f" on dask worker {result['worker']} ({result['cpu']}, "
+                     f"{result['device']})")
             saved += 1
             future.release()
     except ClusterError:
@@ -225,19 +231,177 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
             pass
 
 
+# --no-dashboard alone still serves /health and /metrics on 0.0.0.0 (8787 for a scheduler)
+LOOPBACK_HTTP = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LoopbackCluster:
+    """A real Dask cluster on this machine for tests, benchmarks and trying the backend:
+    `dask scheduler` and `dask worker` processes (one thread each, no nanny), every socket
+    on 127.0.0.1, started in the environment of this process (bnmem's CPU pin included once
+    bnmem is imported) and stopped by their process ids. `tls`: {ca_file, cert, key}."""
+
+    def __init__(self, logs: Path, workers: int = 2, tls: dict | None = None,
+                 timeout: float = 60):
+        import subprocess
+        import sys
+
+        self.d, self.tls, self.timeout = Path(logs), tls, timeout
+        self.d.mkdir(parents=True, exist_ok=True)
+        dask_cli = str(Path(sys.executable).with_name("dask"))
+        proto = "tls" if tls else "tcp"
+        self.address = f"{proto}://127.0.0.1:{free_port()}"
+        flags = ([f"--tls-ca-file={tls['ca_file']}", f"--tls-cert={tls['cert']}",
+                  f"--tls-key={tls['key']}"] if tls else [])
+        self.logs: list = []
+        self._popen = subprocess.Popen
+        self.scheduler = self._start("scheduler", [
+            dask_cli, "scheduler", "--host", "127.0.0.1", "--port",
+            self.address.rsplit(":", 1)[1], "--protocol", proto, *LOOPBACK_HTTP, *flags])
+        self.workers = []
+        try:
+            self.wait(lambda: self._listening(self.scheduler), "scheduler")
+            self.workers = [self._start(f"worker{i}", [
+                dask_cli, "worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
+                "--no-nanny", *LOOPBACK_HTTP, "--name", f"w{i}", *flags])
+                for i in range(workers)]
+            self.wait(lambda: self.n_workers() == workers, f"{workers} workers")
+        except BaseException:
+            self.stop()
+            raise
+
+    def __enter__(self) -> LoopbackCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _start(self, name: str, cmd: list[str]):
+        import subprocess
+
+        log = open(self.d / f"{name}-{len(self.logs)}.log", "w")  # noqa: SIM115 (closed in stop)
+        self.logs.append(log)
+        return self._popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.d,
+                           start_new_session=True)
+
+    @staticmethod
+    def _listening(proc) -> bool:
+        import psutil
+
+        try:
+            return any(c.status == psutil.CONN_LISTEN
+                       for c in psutil.Process(proc.pid).net_connections("inet"))
+        except psutil.Error:
+            return False
+
+    def wait(self, ok: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+        deadline = time.time() + (timeout or self.timeout)
+        while time.time() < deadline:
+            if ok():
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"loopback cluster: no {what} after {timeout or self.timeout} s; "
+                           f"logs in {self.d}")
+
+    def tail(self) -> str:
+        return "\n".join(Path(log.name).read_text()[-1500:] for log in self.logs)
+
+    def security(self):
+        from distributed import Security
+
+        t = self.tls
+        return Security(tls_ca_file=t["ca_file"], tls_client_cert=t["cert"],
+                        tls_client_key=t["key"], require_encryption=True) if t else None
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout=10, security=self.security(),
+                      set_as_default=False)
+
+    def n_workers(self) -> int:
+        try:
+            with self.client() as c:
+                return len(c.scheduler_info()["workers"])
+        except OSError:
+            return 0
+
+    def addresses(self) -> list[str]:
+        """Worker addresses in start order (w0, w1, ...)."""
+        with self.client() as c:
+            by_name = {w["name"]: a for a, w in c.scheduler_info()["workers"].items()}
+        return [by_name[f"w{i}"] for i in range(len(self.workers))]
+
+    def process(self, address: str):
+        return self.workers[self.addresses().index(address)]
+
+    def cpu_seconds(self, address: str) -> float:
+        import psutil
+
+        t = psutil.Process(self.process(address).pid).cpu_times()
+        return t.user + t.system
+
+    def sockets(self) -> set[str]:
+        """Every local address a running cluster process has a socket on."""
+        import psutil
+
+        out = set()
+        for proc in [self.scheduler, *self.workers]:
+            if proc.poll() is None:
+                out |= {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet")}
+        return out
+
+    def stop(self) -> None:
+        import signal
+
+        for proc in [*self.workers, self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for log in self.logs:
+            log.close()
+
+
 def main(argv: list[str] | None = None) -> None:
-    """`python -m bnmem.scaleout env`: the shell exports a Dask worker needs before it
-    starts (`eval "$(python -m bnmem.scaleout env)"; dask worker ...`), so its numpy and
-    torch run the kernels the stage pins (bnmem.cpu)."""
+    """Helpers for the dask backend.
+
+    env:     the shell exports a Dask worker needs before it starts, so its numpy and torch
+             run the kernels the stage pins (bnmem.cpu):
+             eval "$(python -m bnmem.scaleout env)"; dask worker ...
+    cluster: a scheduler and N one-thread workers on 127.0.0.1 (LoopbackCluster) until
+             Ctrl-C; prints the DASK_SCHEDULER_ADDRESS to export in another shell.
+    """
     import argparse
+    import tempfile
 
     from bnmem import cpu
 
-    p = argparse.ArgumentParser(prog="python -m bnmem.scaleout", description=main.__doc__)
-    p.add_argument("command", choices=["env"])
-    p.parse_args(argv)
-    for key, value in cpu.environment().items():
-        print(f"export {key}='{value}'")
+    p = argparse.ArgumentParser(prog="python -m bnmem.scaleout", description=main.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["env", "cluster"])
+    p.add_argument("--workers", type=int, default=2, help="cluster: worker processes")
+    args = p.parse_args(argv)
+    if args.command == "env":
+        for key, value in cpu.environment().items():
+            print(f"export {key}='{value}'")
+        return
+    logs = Path(tempfile.mkdtemp(prefix="bnmem-dask-"))
+    with LoopbackCluster(logs, workers=args.workers) as cluster:
+        print(f"export DASK_SCHEDULER_ADDRESS={cluster.address}   # {args.workers} workers; "
+              f"logs in {logs}; Ctrl-C stops them", flush=True)
+        try:
+            while all(p.poll() is None for p in [cluster.scheduler, *cluster.workers]):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
 
 
 if __name__ == "__main__":
