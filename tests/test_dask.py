@@ -247,7 +247,8 @@ def test_default_params_run_locally():
 
 
 @pytest.mark.slow
-def test_cluster_command_prints_its_address_and_stops_on_ctrl_c():
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])  # Ctrl-C, and README's `kill %1`
+def test_cluster_command_prints_its_address_and_stops_its_processes(stop):
     import signal
 
     import psutil
@@ -261,7 +262,7 @@ def test_cluster_command_prints_its_address_and_stops_on_ctrl_c():
             assert len(c.scheduler_info()["workers"]) == 2
         children = psutil.Process(proc.pid).children(recursive=True)
         assert len(children) == 3
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, stop))
         assert proc.wait(timeout=30) == 0
         assert not [p for p in children if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     finally:

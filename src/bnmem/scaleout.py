@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
              run the kernels the stage pins (bnmem.cpu):
              eval "$(python -m bnmem.scaleout env)"; dask worker ...
     cluster: a scheduler and N one-thread workers on 127.0.0.1 (LoopbackCluster) until
-             Ctrl-C; prints the DASK_SCHEDULER_ADDRESS to export in another shell.
+             Ctrl-C or `kill`; prints the DASK_SCHEDULER_ADDRESS line to export.
     """
     import argparse
     import tempfile
@@ -393,6 +393,12 @@ def main(argv: list[str] | None = None) -> None:
         for key, value in cpu.environment().items():
             print(f"export {key}='{value}'")
         return
+    import signal
+
+    def interrupt(signum, frame):  # `kill` (SIGTERM) stops the cluster as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
     logs = Path(tempfile.mkdtemp(prefix="bnmem-dask-"))
     with LoopbackCluster(logs, workers=args.workers) as cluster:
         print(f"export DASK_SCHEDULER_ADDRESS={cluster.address}   # {args.workers} workers; "
