@@ -1,49 +1,7 @@
-"""attack: balanced leave-one-out LiRA and RMIA on every arm's shadow models, null
-calibration, and intervals over shadow models and samples (bnmem.membership)."""
+"""The attack stage as the checkout's dvc.yaml runs it: bnmem.stages.attack is the stage."""
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
-import argparse
-import logging
-from pathlib import Path
-
 from bnmem import cli
-from bnmem.config import load_config
-from bnmem.io import atomic_path, load_npz, save_json, save_npz
-from bnmem.membership import attack_arms
-
-log = logging.getLogger("bnmem.attack")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--pool", required=True)
-    p.add_argument("--shadow-dir", required=True, help="holds <arm>/shard_<k>.npz")
-    p.add_argument("--results", required=True, help="output JSON {arm: {attack: {subset: ...}}}")
-    p.add_argument("--membership", required=True, help="output JSON: headline attack, "
-                   "memorization and matched fit with models+samples intervals")
-    p.add_argument("--deltas", required=True, help="output JSON: every variant's arm - none "
-                   "difference per subset (samples-only intervals)")
-    p.add_argument("--metrics", required=True, help="output headline JSON (DVC metric)")
-    p.add_argument("--scores-dir", required=True, help="output <arm>.npz per-sample scores")
-    p.add_argument("--roc", required=True, help="output tidy ROC CSV")
-    args = p.parse_args()
-    cfg = load_config(args.params)
-    cli.setup(cfg.train.threads)
-    pool = load_npz(args.pool, ("y_train", "kind"))
-    shards = {arm: [Path(args.shadow_dir) / arm / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
-              for arm in cfg.arms}
-    out = attack_arms(cfg, pool["y_train"], pool["kind"], shards)
-    for arm, arrays in out["scores"].items():
-        save_npz(Path(args.scores_dir) / f"{arm}.npz", **arrays)
-        log.info("%s: %s AUC %.4f (null %.4f)", arm, out["membership"]["variant"],
-                 out["headline"][arm]["auc_all"], out["headline"][arm]["null_auc"])
-    save_json(args.results, out["attack"])
-    save_json(args.deltas, out["attack_deltas"])
-    save_json(args.membership, out["membership"])
-    save_json(args.metrics, out["headline"])
-    with atomic_path(args.roc) as tmp:
-        out["roc"].to_csv(tmp, index=False, float_format="%.6g")
-
+from bnmem.stages.attack import main
 
 if __name__ == "__main__":
     cli.run(main, "attack")

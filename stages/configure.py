@@ -1,34 +1,7 @@
-"""configure: validate params.yaml once and write one resolved recipe per arm.
-
-Downstream stages read `data/recipes/<arm>.yaml`, whose content changes only when a
-knob that affects that arm changes, so `-S reg_strength=...` reruns only batchnorm_reg.
-"""
+"""The configure stage as the checkout's dvc.yaml runs it: bnmem.stages.configure is the stage."""
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
-import argparse
-from pathlib import Path
-
-import yaml
-
 from bnmem import cli
-from bnmem.config import arm_recipe, load_config
-from bnmem.io import atomic_path
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--out", required=True, help="output folder of <arm>.yaml")
-    args = p.parse_args()
-    cfg = load_config(args.params)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("*.yaml"):
-        if old.stem not in cfg.arms:
-            old.unlink()
-    for arm in cfg.arms:
-        with atomic_path(out / f"{arm}.yaml") as tmp:
-            tmp.write_text(yaml.safe_dump(arm_recipe(cfg, arm), sort_keys=True))
-
+from bnmem.stages.configure import main
 
 if __name__ == "__main__":
     cli.run(main, "configure")

@@ -1,76 +1,7 @@
-"""exposure: every arm's target model scored against its arm's shadow models, sample by
-sample (bnmem.exposure); in an audit, also your own trained model (--target-weights, with
---members when you know whom it trained on)."""
+"""The exposure stage as the checkout's dvc.yaml runs it: bnmem.stages.exposure is the stage."""
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
-import argparse
-import logging
-from pathlib import Path
-
-import numpy as np
-
 from bnmem import cli
-from bnmem.config import ConfigError, load_config
-from bnmem.exposure import YOURS, exposure_arms, load_target, read_members
-from bnmem.io import load_json, load_state, save_json, save_npz
-from bnmem.pipeline import build, load_pool, tensors
-
-log = logging.getLogger("bnmem.exposure")
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--params", default="params.yaml")
-    p.add_argument("--pool", required=True)
-    p.add_argument("--models", required=True, help="folder of <arm>.pt / <arm>.json")
-    p.add_argument("--shadow-dir", required=True, help="holds <arm>/shard_<k>.npz")
-    p.add_argument("--out", required=True, help="output JSON (results/exposure.json)")
-    p.add_argument("--scores-dir", required=True, help="output <arm>.npz per-sample exposure")
-    p.add_argument("--target-weights", help="your trained model's state_dict (.pt)")
-    p.add_argument("--members", help="rows of your dataset it trained on (.npy or text)")
-    args = p.parse_args()
-    cfg = load_config(args.params)
-    given = {"audit.target_weights": (cfg.audit.target_weights, args.target_weights),
-             "audit.members": (cfg.audit.members, args.members)}
-    for key, (param, flag) in given.items():  # before any work: dvc.yaml tracks these files
-        if (param is None) != (flag is None):
-            raise ConfigError(f"{key}: {param!r} in params, but the stage got "
-                              f"{'--' + key.split('.')[1].replace('_', '-')} {flag!r}; "
-                              "regenerate dvc.yaml: python tools/audit_project.py <project dir>")
-    if args.target_weights and cfg.audit.target_arm not in cfg.arms:
-        raise ConfigError(f"audit.target_arm: {cfg.audit.target_arm!r} is not in arms "
-                          f"{list(cfg.arms)}; its shadows are the reference for your model")
-    cli.setup(cfg.train.threads)
-    pool = load_pool(args.pool)
-    x, _ = tensors(pool, cfg.dataset)
-    models = Path(args.models)
-    metas = {a: load_json(models / f"{a}.json") for a in cfg.arms}
-    nets = {}
-    for a in cfg.arms:
-        nets[a] = build(metas[a])
-        nets[a].load_state_dict(load_state(models / f"{a}.pt"))
-    shards = {a: [Path(args.shadow_dir) / a / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
-              for a in cfg.arms}
-    own = None
-    if args.target_weights:
-        arm = cfg.audit.target_arm
-        weights = Path(args.target_weights)
-        model = load_target(build(metas[arm]), load_state(weights), weights, cfg.arch)
-        index = pool.get("index", np.arange(pool["y_train"].size))
-        member, listed = (read_members(Path(args.members), index) if args.members
-                          else (None, None))
-        own = (model, member, {"weights": weights.name, "members_listed": listed,
-                               "members": Path(args.members).name if args.members else None})
-    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own)
-    for name, arr in arrays.items():
-        save_npz(Path(args.scores_dir) / f"{name}.npz", **arr)
-    save_json(args.out, results)
-    for a, r in results["arms"].items():
-        log.info("%s: median exposure %.2f, max %.2f", a, r["distribution"]["median"],
-                 r["distribution"]["max"])
-    if results[YOURS] and results[YOURS]["lira_offline"]:
-        log.info("your model: offline LiRA AUC %.4f, RMIA %.4f",
-                 results[YOURS]["lira_offline"]["auc"], results[YOURS]["rmia_offline"]["auc"])
-
+from bnmem.stages.exposure import main
 
 if __name__ == "__main__":
     cli.run(main, "exposure")

@@ -280,6 +280,19 @@ def test_read_members(tmp_path):
 
 
 def test_generated_example_dvc_yaml_is_up_to_date():
+    from bnmem.audit_project import init
+    ok, said = init(ROOT / "examples" / "audit", check=True)
+    assert ok, said
+
+
+def test_packaged_pipeline_is_the_checkouts_dvc_yaml():
+    """`bnmem audit init` writes an audit's dvc.yaml from the package's copy of dvc.yaml (a
+    wheel has no checkout): after editing dvc.yaml, `cp dvc.yaml src/bnmem/stages/pipeline.yaml`."""
+    from bnmem.audit_project import PIPELINE
+    assert PIPELINE.read_text() == (ROOT / "dvc.yaml").read_text()
+
+
+def test_old_tool_path_still_checks_the_example():
     res = run_stage("../tools/audit_project.py", "examples/audit", "--check")
     assert res.returncode == 0, res.stdout + res.stderr
 

@@ -1,8 +1,13 @@
-"""The worked audit (examples/audit) end to end with real DVC on small params, in a
-temporary git repository: your model factory, your .npz, your trained model with known
-members; and every bad input as one line, exit status 2, outputs untouched."""
+"""The worked audit (examples/audit) end to end with real DVC on small params, as a user
+makes it: bnmem installed from its wheel into a fresh virtual environment, an empty git + DVC
+repository outside the checkout, `bnmem audit init`, `dvc repro`. Your model factory, your
+.npz, your trained model with known members; and every bad input as one line, exit status
+2, outputs untouched."""
 import json
 import shutil
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +16,7 @@ import torch
 import yaml
 
 from conftest import ROOT, run_stage
-from test_pipeline import merge, sh
+from test_pipeline import ENV, merge, sh
 
 SMALL = {
     "arms": ["none", "batchnorm"],
@@ -23,31 +28,112 @@ SMALL = {
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """examples/audit with small params, `dvc repro` run and committed."""
+def venv(tmp_path_factory) -> Path:
+    """A fresh virtual environment with bnmem installed from its wheel (non-editable), its
+    dependencies reached through a .pth (torch is not installed twice)."""
+    d = tmp_path_factory.mktemp("wheel")
+    src = d / "source"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src)
+    shutil.copytree(ROOT / "src", src / "src",
+                    ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, text=True)  # noqa: E731
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+        "--no-index", "-w", str(d / "dist"), str(src))
+    (wheel,) = (d / "dist").glob("bnmem-*.whl")
+    run(sys._base_executable, "-m", "venv", str(d / "venv"))
+    py = d / "venv" / "bin" / "python"
+    purelib = run(str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    (Path(purelib.stdout.strip()) / "_bnmem_deps.pth").write_text(
+        sysconfig.get_paths()["purelib"] + "\n")
+    run(str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel))
+    return d / "venv"
+
+
+def venv_env(venv: Path) -> dict:
+    """PATH with the fresh venv first: `python` in dvc.yaml's commands is the wheel's."""
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    return {**env, "PATH": f"{venv / 'bin'}:{ENV['PATH']}"}
+
+
+@pytest.fixture(scope="module")
+def project(venv, tmp_path_factory) -> Path:
+    """The worked audit as README tells a user to make it, outside the checkout: an empty git
+    + DVC repository, the example's files copied into myaudit/ (small params), `bnmem audit
+    init myaudit` of the wheel, then `dvc repro` run and committed."""
     work = tmp_path_factory.mktemp("auditrepo")
-    for name in ("dvc.yaml", "stages", "src", "tools"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    shutil.rmtree(work / "src" / "bnmem.egg-info", ignore_errors=True)
-    (work / "data" / "replicates").mkdir(parents=True)
-    shutil.copy(ROOT / "data" / "replicates" / "README.md", work / "data" / "replicates")
-    proj = work / "examples" / "audit"
-    proj.mkdir(parents=True)
+    proj = work / "myaudit"
+    proj.mkdir()
     for name in ("mymodels.py", "digits.npz", "weights.pt", "members.npy"):
         shutil.copy(ROOT / "examples" / "audit" / name, proj)
     params = merge(yaml.safe_load((ROOT / "examples" / "audit" / "params.yaml").read_text()), SMALL)
     (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (work / ".gitignore").write_text("__pycache__/\n")
-    sh(work, "git", "init", "-q")
-    sh(work, "dvc", "init", "-q")
-    sh(work, "dvc", "config", "core.autostage", "true")
-    sh(work, "python", "tools/audit_project.py", "examples/audit")
-    (work / "dvc.yaml").unlink()  # bnmem's own pipeline: no params.yaml in this repo
-    sh(proj, "dvc", "repro")
+    env = venv_env(venv)
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"],
+                ["dvc", "config", "core.autostage", "true"],
+                [str(venv / "bin" / "bnmem"), "audit", "init", "myaudit"]):
+        res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        assert res.returncode == 0, res.stdout + res.stderr
+    res = subprocess.run(["dvc", "repro"], cwd=proj, env=env, capture_output=True, text=True)
+    (work / "repro.log").write_text(res.stdout + res.stderr)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     sh(work, "git", "add", "-A")
     sh(work, "git", "commit", "-qm", "audit run")
     return proj
+
+
+@pytest.mark.slow
+def test_the_wheel_audits_outside_the_checkout_with_every_c_kernel(venv, project):
+    py = venv / "bin" / "python"
+    where = subprocess.run([str(py), "-c", "import bnmem, pathlib; print(pathlib.Path("
+                            "bnmem.__file__).parent)"], capture_output=True, text=True, check=True,
+                           env=venv_env(venv))
+    pkg = Path(where.stdout.strip())
+    assert pkg.is_relative_to(venv) and not pkg.is_relative_to(ROOT)  # the wheel, not src/
+    ours = sorted(p.relative_to(ROOT / "src" / "bnmem").as_posix()
+                  for p in (ROOT / "src" / "bnmem").rglob("*") if p.suffix in (".c", ".h", ".yaml"))
+    assert ours and all((pkg / f).is_file() for f in ours), ours
+    spec = (project / "dvc.yaml").read_text()
+    assert "../" not in spec and str(ROOT) not in spec and "python -m bnmem.stages." in spec
+    log = (project.parent / "repro.log").read_text()
+    assert "kernel unavailable" not in log  # the C kernels built from the wheel's sources
+    for stage in ("code", "prepare", "train@none", "shadow@batchnorm-0", "attack", "report"):
+        assert f"Running stage '{stage}'" in log
+    code = json.loads((project / "data" / "code.json").read_text())
+    from importlib.metadata import version
+    assert code["bnmem"] == "0.1.0" and code["files"] >= 40 and code["torch"] == version("torch")
+    again = subprocess.run(["dvc", "repro"], cwd=project, env=venv_env(venv),
+                           capture_output=True, text=True)
+    assert again.returncode == 0
+    ran = {l.split("'")[1] for l in again.stdout.splitlines() if l.startswith("Running stage")}
+    assert ran == {"code"}, again.stdout  # the stamp is unchanged: everything else up to date
+
+
+@pytest.mark.slow
+def test_bnmem_command_help_and_errors(venv, tmp_path):
+    bnmem = str(venv / "bin" / "bnmem")
+    run = lambda *a: subprocess.run([bnmem, *a], cwd=tmp_path, capture_output=True,  # noqa: E731
+                                    text=True, env=venv_env(venv))
+    for args in (["--help"], ["audit", "init", "--help"], ["stage", "--help"]):
+        res = run(*args)
+        assert res.returncode == 0 and "usage: bnmem" in res.stdout, res.stderr
+    assert run("--version").stdout.strip() == "bnmem 0.1.0"
+    res = run("stage", "train", "--help")
+    assert res.returncode == 0 and "--recipe" in res.stdout
+    res = run("grid")  # a driver of a checkout: outside one, one line
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    assert res.stderr.startswith("bnmem: error: grid runs a bnmem checkout's own pipeline")
+    res = run("audit", "init", "nosuchdir")
+    assert res.returncode == 2 and res.stderr.startswith("bnmem: error: nosuchdir: no such folder")
+    (tmp_path / "new").mkdir()
+    res = run("audit", "init", "new")  # no params.yaml: the commented template, then dvc.yaml
+    assert res.returncode == 0, res.stderr
+    assert "wrote new/params.yaml from the template" in res.stdout
+    assert (tmp_path / "new" / "params.yaml").read_text().startswith("# An audit of your own")
+    assert (tmp_path / "new" / "dvc.yaml").is_file()
+    assert run("audit", "init", "new", "--check").returncode == 0
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bnmem.config import ConfigError, arm_recipe, config_from_dict, load_config
+from bnmem.config import (ConfigError, arm_recipe, config_from_dict, load_config,
+                          pipeline_recipe)
 from bnmem.scaleout import LoopbackCluster as Cluster
 from conftest import ROOT, run_stage
 
@@ -226,6 +227,16 @@ def test_execution_keys_leave_every_recipe_unchanged(keys):
     for arm in base["arms"]:
         assert arm_recipe(config_from_dict(changed), arm) == \
             arm_recipe(config_from_dict(base), arm)
+    assert pipeline_recipe(config_from_dict(changed)) == pipeline_recipe(config_from_dict(base))
+
+
+def test_all_recipe_is_the_config_without_where_shadows_run(tmp_path):
+    cfg = load_config(ROOT / "params.yaml")
+    (tmp_path / "all.yaml").write_text(yaml.safe_dump(pipeline_recipe(cfg)))
+    back = load_config(tmp_path / "all.yaml")
+    assert back == cfg  # the execution keys at their defaults, as in params.yaml
+    assert not set(yaml.safe_load((tmp_path / "all.yaml").read_text())["shadow"]) & {
+        "backend", "resources", "retries", "tls"}
 
 
 @pytest.mark.parametrize("keys, message", [

@@ -142,14 +142,16 @@ def test_plots_show_writes_html(repo, tmp_path):
 
 @pytest.mark.slow
 def test_exp_run_set_param_and_metrics_diff(repo):
-    sh(repo, "dvc", "exp", "run", "-S", "noise_rate=0.01")
+    """`dvc exp run -S` on a knob that reruns one arm (not every stage: the DVC mechanics
+    are the same, the run a third), then `dvc exp show` and `dvc metrics diff` see it."""
+    sh(repo, "dvc", "exp", "run", "-S", "reg_strength=0.37")
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     text = json.dumps(shown)
-    assert "noise_rate" in text and "flipped_mem_acc" in text
-    diff = sh(repo, "dvc", "metrics", "diff", "--json").stdout
-    assert "flipped_mem_acc" in diff or "auc" in diff, diff
-    pool = np.load(repo / "data/prepared/pool.npz", allow_pickle=False)
-    assert (pool["kind"] == 1).sum() == 2  # round(0.01 * 200)
+    assert "reg_strength" in text and "0.37" in text and "flipped_mem_acc" in text
+    diff = json.loads(sh(repo, "dvc", "metrics", "diff", "--json").stdout)
+    changed = {k for f in diff.values() for k in f}
+    assert any(k.startswith("batchnorm_reg.") for k in changed), changed
+    assert not any(k.startswith(("none.", "batchnorm.")) for k in changed), changed
 
 
 def restore_head(repo: Path) -> None:

@@ -375,12 +375,23 @@ def arm_recipe(cfg: Config, arm: str) -> dict:
     if arm != "batchnorm_reg":
         raw["reg_strength"] = default.reg_strength
         raw["reg"] = dataclasses.asdict(default.reg)
+    return _plain(raw)
 
-    def plain(v: Any) -> Any:
-        if isinstance(v, (list, tuple)):
-            return [plain(i) for i in v]
-        if isinstance(v, dict):
-            return {k: plain(i) for k, i in v.items()}
-        return v
 
-    return plain(raw)
+def pipeline_recipe(cfg: Config) -> dict:
+    """The full, validated config of the whole run as a plain dict, every key resolved (the
+    defaults included) but where shadows run (EXECUTION_KEYS): configure writes it as
+    data/recipes/all.yaml, and the stages that read every arm (attack, exposure, report)
+    read it instead of params.yaml, so switching shadow.backend leaves them up to date."""
+    raw = dataclasses.asdict(cfg)
+    for key in EXECUTION_KEYS:
+        del raw["shadow"][key]
+    return _plain(raw)
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_plain(i) for i in v]
+    if isinstance(v, dict):
+        return {k: _plain(i) for k, i in v.items()}
+    return v

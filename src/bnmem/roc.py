@@ -291,7 +291,7 @@ def _kernel() -> ctypes.CDLL | None:
                 lib.roc_boot.restype = ctypes.c_int
                 lib.roc_boot.argtypes = [ctypes.c_int] * 4 + [ctypes.c_void_p] * 9
             except (OSError, RuntimeError) as exc:
-                log.info("ROC bootstrap kernel unavailable (%s): using numpy", str(exc)[:200])
+                log.warning("ROC bootstrap kernel unavailable (%s): using numpy", str(exc)[:200])
         _LIB.append(lib)
     return _LIB[0]
 

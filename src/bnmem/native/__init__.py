@@ -48,7 +48,7 @@ def _lib(dtype: torch.dtype, kernel: str = "lenet_sq") -> ctypes.CDLL | None:
             try:
                 _LIBS[kernel, dtype] = build(kernel, dtype)
             except (OSError, RuntimeError) as exc:  # no compiler, or a noexec cache mount
-                log.info("native LeNet kernel unavailable (%s): using PyTorch", str(exc)[:200])
+                log.warning("native LeNet kernel unavailable (%s): using PyTorch", str(exc)[:200])
                 _LIBS[kernel, dtype] = None
         return _LIBS[kernel, dtype]
 
