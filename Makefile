@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale
+.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale
 
 setup: $(STAMP) data
 
@@ -34,6 +34,10 @@ repro: setup
 
 test: setup
 	python -m pytest -q
+
+# the edit loop: every test but the end-to-end runs (DVC pipelines, clusters, wheels)
+test-fast: setup
+	python -m pytest -q -m "not slow"
 
 bench: setup
 	python bench/run_all.py
