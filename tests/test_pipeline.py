@@ -131,6 +131,29 @@ def test_repro_writes_contract_outputs(repo):
 
 
 @pytest.mark.slow
+def test_dvclive_records_equal_the_curves_and_are_step_plots(repo):
+    """train@<arm> logs every epoch through dvclive (dvcyaml=None: dvc.yaml untouched);
+    its step plots hold the CSV's numbers, carry no timestamps (the folder is reproducible),
+    and `dvc plots show` lists them."""
+    import pandas as pd
+    for arm in ("none", "batchnorm", "batchnorm_reg"):
+        live = repo / "dvclive" / "train" / arm
+        curves = pd.read_csv(repo / "plots" / "train" / f"{arm}.csv")
+        summary = json.loads((live / "metrics.json").read_text())
+        assert summary["step"] == len(curves) == 2
+        for key in ("loss", "clean_train_acc", "test_acc"):
+            tsv = pd.read_csv(live / "plots" / "metrics" / f"{key}.tsv", sep="\t")
+            assert list(tsv.columns) == ["step", key], tsv.columns  # no timestamp column
+            assert list(tsv["step"]) == [1, 2]
+            np.testing.assert_allclose(tsv[key], curves[key], rtol=1e-5)
+            assert summary[key] == pytest.approx(curves[key].iloc[-1], rel=1e-5)
+    assert (repo / "dvc.yaml").read_text() == (ROOT / "dvc.yaml").read_text()  # not edited
+    shown = json.loads(sh(repo, "dvc", "plots", "show", "--json", "--split").stdout)
+    assert any("dvclive/train/batchnorm/plots/metrics/test_acc.tsv" in k for k in shown), \
+        list(shown)[:20]
+
+
+@pytest.mark.slow
 def test_plots_show_writes_html(repo, tmp_path):
     sh(repo, "dvc", "plots", "show", "-o", str(tmp_path / "html"))
     html = (tmp_path / "html" / "index.html").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -114,10 +115,13 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
 
 
 def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None = None,
-              progress: bool = True) -> tuple[torch.nn.Module, list[dict], dict]:
+              progress: bool = True,
+              on_record: Callable[[int, dict], None] | None = None
+              ) -> tuple[torch.nn.Module, list[dict], dict]:
     """Train the recipe's arm on the whole pool; the epochs in train.checkpoints and the
-    final one are saved to `checkpoint_dir` as epoch_<k>.pt. Returns (model, per-epoch
-    records, metadata)."""
+    final one are saved to `checkpoint_dir` as epoch_<k>.pt; `on_record(epoch, record)`
+    sees each epoch's record as it is made (dvclive). Returns (model, per-epoch records,
+    metadata)."""
     arm = cfg.arms[0]
     if checkpoint_dir is not None:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +133,8 @@ def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None =
                  arm, epoch, rec["loss"], rec["clean_train_acc"] or 0,
                  rec["flipped_mem_acc"] or 0, rec["ood_mem_acc"] or 0, rec["test_acc"],
                  rec["seconds"])
+        if on_record is not None:
+            on_record(epoch, rec)
 
     model, history, meta = train_target(cfg, arm, pool, test, on_epoch, progress=progress)
     if checkpoint_dir is not None:

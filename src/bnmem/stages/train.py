@@ -1,4 +1,8 @@
-"""train@<arm>: train one arm on the whole pool, evaluating memorization every epoch."""
+"""train@<arm>: train one arm on the whole pool, evaluating memorization every epoch.
+
+The per-epoch records go to --curves (CSV, what the report reads) and, with --live, to a
+dvclive folder as the epochs finish (`dvc plots show`, the VS Code extension and Studio
+draw them as step plots; dvcyaml=None: dvclive never edits dvc.yaml)."""
 import argparse
 from pathlib import Path
 
@@ -10,6 +14,25 @@ from bnmem.io import atomic_path, load_npz, save_json, save_state
 from bnmem.pipeline import load_pool, train_arm
 
 
+LIVE_KEYS = ("loss", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc", "test_acc", "lr")
+
+
+def live_logger(directory: str):
+    """A dvclive Live writing to `directory` (no dvc.yaml, no experiment, no timestamps:
+    the folder is bit-identical across runs) and the per-epoch callback feeding it."""
+    from dvclive import Live
+
+    live = Live(directory, dvcyaml=None, save_dvc_exp=False, report=None)
+
+    def on_record(epoch: int, rec: dict) -> None:
+        live.step = epoch
+        for key in LIVE_KEYS:
+            if rec.get(key) is not None:
+                live.log_metric(key, float(rec[key]))
+        live.make_summary()
+    return live, on_record
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--recipe", required=True, help="data/recipes/<arm>.yaml from configure")
@@ -18,11 +41,15 @@ def main() -> None:
     p.add_argument("--model", required=True, help="output state_dict (.pt); .json beside it")
     p.add_argument("--checkpoints", required=True, help="output folder of epoch_<k>.pt")
     p.add_argument("--curves", required=True, help="output per-epoch CSV")
+    p.add_argument("--live", help="output dvclive folder (per-epoch metrics as step plots)")
     args = p.parse_args()
     cfg = load_config(args.recipe)
     kernels = cli.setup(cfg.train.threads)
+    live, on_record = live_logger(args.live) if args.live else (None, None)
     model, history, meta = train_arm(cfg, load_pool(args.pool), load_npz(args.test, ("x", "y")),
-                                     Path(args.checkpoints))
+                                     Path(args.checkpoints), on_record=on_record)
+    if live is not None:
+        live.end()
     save_state(args.model, model.state_dict())
     save_json(Path(args.model).with_suffix(".json"), {**meta, "cpu_kernels": kernels})
     with atomic_path(args.curves) as tmp:
