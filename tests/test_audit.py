@@ -1,12 +1,14 @@
 """Auditing your own model and data: model factories (with and without a norm argument),
 the BatchNorm swap, your .npz and ImageFolder data, the offline attack on your own trained
 model at null and with a signal, and every bad input as one line."""
+import shutil
 import sys
 import textwrap
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from torch import nn
 
 from bnmem.attack import Signals, log_prob_from_margin
@@ -355,3 +357,24 @@ def test_prepare_reads_an_image_folder(tmp_path, rng):
     pool, test = np.load(tmp_path / "pool.npz"), np.load(tmp_path / "test.npz")
     assert pool["x"].shape == (20, 1, 10, 10) and test["x"].shape == (10, 1, 10, 10)
     assert list(pool["index"]) == sorted(pool["index"]) and pool["index"].max() < 30
+
+
+def test_audit_init_never_replaces_a_dvc_yaml_it_did_not_write(tmp_path):
+    from bnmem.audit_project import init
+    from bnmem.io import InputError
+    shutil.copy(ROOT / "examples" / "audit" / "params.yaml", tmp_path)
+    (tmp_path / "dvc.yaml").write_text("stages:\n  mine:\n    cmd: echo mine\n")
+    with pytest.raises(InputError, match="not written by `bnmem audit init`"):
+        init(tmp_path)
+    assert "echo mine" in (tmp_path / "dvc.yaml").read_text()
+    ok, _ = init(tmp_path, force=True)
+    assert ok and "bnmem.stages.prepare" in (tmp_path / "dvc.yaml").read_text()
+    ok, _ = init(tmp_path)  # its own file: rewritten without --force
+    assert ok
+
+
+def test_audit_of_a_builtin_dataset_has_no_dataset_file_dependency(tmp_path):
+    from bnmem.audit_project import project_yaml
+    (tmp_path / "params.yaml").write_text("dataset: fashion_mnist\n")
+    spec = yaml.safe_load(project_yaml(tmp_path))
+    assert "${dataset}" not in spec["stages"]["prepare"]["deps"]

@@ -148,9 +148,8 @@ def test_dvclive_records_equal_the_curves_and_are_step_plots(repo):
             np.testing.assert_allclose(tsv[key], curves[key], rtol=1e-5)
             assert summary[key] == pytest.approx(curves[key].iloc[-1], rel=1e-5)
     assert (repo / "dvc.yaml").read_text() == (ROOT / "dvc.yaml").read_text()  # not edited
-    shown = json.loads(sh(repo, "dvc", "plots", "show", "--json", "--split").stdout)
-    assert any("dvclive/train/batchnorm/plots/metrics/test_acc.tsv" in k for k in shown), \
-        list(shown)[:20]
+    shown = sh(repo, "dvc", "plots", "show", "--json").stdout
+    assert "dvclive/train/batchnorm/plots/metrics/test_acc.tsv" in shown, shown[:2000]
 
 
 @pytest.mark.slow

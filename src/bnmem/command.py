@@ -44,7 +44,7 @@ def audit(args: argparse.Namespace) -> None:
     from bnmem.io import InputError
 
     try:
-        ok, said = init(Path(args.dir), check=args.check)
+        ok, said = init(Path(args.dir), check=args.check, force=args.force)
     except (InputError, ConfigError) as exc:
         _fail(str(exc))
     print("\n".join(said))
@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     i.add_argument("dir", metavar="DIR")
     i.add_argument("--check", action="store_true",
                    help="exit 1 if DIR/dvc.yaml differs from what would be written")
+    i.add_argument("--force", action="store_true",
+                   help="replace a DIR/dvc.yaml that `bnmem audit init` did not write")
     i.set_defaults(run=audit)
     s = sub.add_parser("stage", help="run one pipeline stage, as dvc.yaml does",
                        description="Run one stage: bnmem stage NAME --help lists its options.")

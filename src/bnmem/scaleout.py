@@ -24,6 +24,7 @@ import logging
 import os
 import platform
 import time
+import uuid
 from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Callable
@@ -48,8 +49,19 @@ def signature() -> dict[str, str]:
     sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()),
                 "torch dispatch": torch.backends.cpu.get_cpu_capability(),
                 "torch": torch.__version__, "numpy": np.__version__, "bnmem": bnmem.__version__,
-                "machine": platform.machine()})
+                "machine": platform.machine(), "C kernels": str(_native_kernels())})
+    if cpu.level() == "native":  # unpinned: the bits are this CPU model's
+        sig["CPU model (BNMEM_CPU=native)"] = cpu_model()
     return sig
+
+
+def _native_kernels() -> bool:
+    """Whether the LeNet C kernels build and load here (without them a worker would train
+    through PyTorch: other bits)."""
+    import torch
+
+    from bnmem import native
+    return native._lib(torch.float32, "lenet_train") is not None
 
 
 def check_signature(mine: dict, theirs: dict, worker: str) -> None:
@@ -83,7 +95,8 @@ def train_chunk_task(cfg, arm: str, data: dict, ids: list[int]) -> dict:
     from bnmem.train import resolve_device
 
     t0 = time.perf_counter()
-    torch.set_num_threads(1)
+    torch.set_num_threads(cfg.train.threads or 1)  # the stage's count (0, torch's default
+    # of the client's cores, has no fixed meaning across machines: one thread then)
     models = train_chunk(cfg, arm, torch.from_numpy(data["x"]), torch.from_numpy(data["y"]),
                          data["keep"], ids, workers=1)
     try:
@@ -130,6 +143,10 @@ def connect(execution):
                            "pip install 'bnmem[dask]'") from None
     address = scheduler_address()
     sec = security(execution.tls)
+    if sec.require_encryption and not address.startswith("tls://"):
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: shadow.tls (or Dask's "
+                           "distributed.comm.require-encryption) asks for TLS, but the address "
+                           "is not tls://; use the scheduler's tls:// address")
     if address.startswith("tls://") and not (sec.tls_ca_file and sec.tls_client_cert):
         raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler speaks TLS and "
                            "this client has no certificate: set shadow.tls (ca_file, cert, "
@@ -149,7 +166,7 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                parts: Path) -> None:
     """Train `chunks` (lists of model ids) as tasks on the Dask cluster; `finished(chunk,
     models, seconds, where)` saves each chunk as it comes back."""
-    from distributed import as_completed
+    import distributed
 
     client = connect(execution)
     address = client.scheduler.address
@@ -164,71 +181,141 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
         log.info("dask %s: %d workers, %d chunks of %s", address, len(workers), len(chunks),
                  arm)
         want = dict(execution.resources)
-        if want and not any(all(w.get("resources", {}).get(k, 0) >= v for k, v in want.items())
-                            for w in workers.values()):
-            have = {a: w.get("resources", {}) for a, w in workers.items()}
-            raise ClusterError(f"shadow.resources: no worker has {want} (workers have {have}); "
-                               "start workers with e.g. `dask worker ... --resources GPU=1`")
+        if not eligible(workers, want):
+            raise ClusterError(no_worker_line(want, workers))
         for worker, theirs in client.run(signature).items():  # early; each task checks too
             check_signature(mine, theirs, worker)
         data = client.scatter({"x": x.numpy(), "y": y.numpy(), "keep": np.asarray(keep)},
                               broadcast=True, hash=False)
+        run = uuid.uuid4().hex[:12]  # this stage's keys: never another stage's result
         where = {}
         for chunk in chunks:
             f = client.submit(train_chunk_task, cfg, arm, data, chunk, pure=False,
-                              resources=dict(execution.resources) or None,
-                              retries=execution.retries,
-                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{os.getpid()}")
+                              resources=want or None, retries=execution.retries,
+                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{run}")
             where[f.key] = chunk
             futures.append(f)
-        saved, devices = 0, set()
-        for future in as_completed(futures, loop=client.loop):
-            chunk = where[future.key]
-            if future.cancelled():
-                raise ClusterError(
-                    f"dask scheduler {address} went away (models {chunk} cancelled): "
-                    f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
-                    "rerun to resume")
-            if future.status == "error":
-                exc = future.exception()
-                raise ClusterError(
-                    f"dask task for models {chunk} failed after shadow.retries="
-                    f"{execution.retries} retries ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); {saved} of "
-                    f"{len(chunks)} chunks saved in {parts}; rerun to resume")
-            result = future.result()
-            check_signature(mine, result["signature"], result["worker"])
-            devices.add(result["device"])
-            if len(devices) > 1:  # train.device auto on workers with and without a GPU
-                raise ClusterError(
-                    f"dask workers trained on {sorted(devices)}: one shard would mix CPU and "
-                    "GPU bits; set train.device (cpu | cuda) or give every worker the same "
-                    f"devices ({saved} of {len(chunks)} chunks saved in {parts})")
-            finished(chunk, result["models"], result["seconds"],
-                     f" on dask worker {result['worker']} ({result['cpu']}, "
-                     f"{result['device']})")
-            saved += 1
-            future.release()
-    except ClusterError:
+    except (OSError, TimeoutError, CancelledError) as exc:
         failed = True
-        for f in futures:
-            f.cancel()
+        _close(client, futures, failed)
+        raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; nothing was trained; "
+                           "rerun when the cluster is back") from None
+    except BaseException:
+        failed = True
+        _close(client, futures, failed)
         raise
-    except (OSError, TimeoutError, CancelledError) as exc:  # the scheduler went away mid-run
+    saved, devices, pending = 0, set(), set(futures)
+    try:
+        while pending:
+            try:  # the scheduler's side: wait, at most WATCH s, then look at the workers
+                with client.as_current():
+                    done, pending = distributed.wait(list(pending), timeout=WATCH,
+                                                     return_when="FIRST_COMPLETED")
+            except (TimeoutError, distributed.TimeoutError):
+                done = set()
+            except (OSError, CancelledError) as exc:
+                raise ClusterError(f"{_what_went(client, address)} ({_reason(exc)}); {saved} "
+                                   f"of {len(chunks)} chunks finished and saved in {parts}; "
+                                   "rerun to resume") from None
+            if not done:
+                try:
+                    workers = client.scheduler_info()["workers"]
+                except (OSError, TimeoutError, CancelledError) as exc:
+                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
+                                       f"{len(chunks)} chunks finished and saved in {parts}; "
+                                       "rerun to resume") from None
+                if not eligible(workers, want):  # nothing could ever run the rest: no hang
+                    raise ClusterError(no_worker_line(want, workers) + f" ({saved} of "
+                                       f"{len(chunks)} chunks saved in {parts}; rerun to "
+                                       "resume)")
+                continue
+            for future in done:
+                chunk = where[future.key]
+                if future.cancelled():
+                    raise ClusterError(
+                        f"dask scheduler {address} went away (models {chunk} cancelled): "
+                        f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
+                        "rerun to resume")
+                if future.status == "error":
+                    raise ClusterError(
+                        f"dask task for models {chunk} failed after shadow.retries="
+                        f"{execution.retries} retries ({_reason(future.exception())}); "
+                        f"{saved} of {len(chunks)} chunks saved in {parts}; rerun to resume")
+                try:
+                    result = future.result()
+                except (OSError, TimeoutError, CancelledError) as exc:
+                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
+                                       f"{len(chunks)} chunks finished and saved in {parts}; "
+                                       "rerun to resume") from None
+                check_signature(mine, result["signature"], result["worker"])
+                devices.add(result["device"])
+                if len(devices) > 1:  # train.device auto on workers with and without a GPU
+                    raise ClusterError(
+                        f"dask workers trained on {sorted(devices)}: one shard would mix CPU "
+                        "and GPU bits; set train.device (cpu | cuda) or give every worker the "
+                        f"same devices ({saved} of {len(chunks)} chunks saved in {parts})")
+                # local disk: its errors are this machine's, not the cluster's (not caught)
+                finished(chunk, result["models"], result["seconds"],
+                         f" on dask worker {result['worker']} ({result['cpu']}, "
+                         f"{result['device']})")
+                saved += 1
+                future.release()
+    except BaseException:
         failed = True
-        raise ClusterError(
-            f"dask scheduler {address}: {type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:200] if str(exc) else ''}; finished chunks are saved "
-            f"in {parts}; rerun to resume") from None
+        raise
     finally:
-        if failed:  # the error line says it all: not the client's reconnect tracebacks
-            for name in ["distributed", *logging.root.manager.loggerDict]:
-                if name.startswith("distributed"):
-                    logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-        try:
-            client.close(timeout=5)
-        except Exception:  # the scheduler is gone already
-            pass
+        _close(client, futures, failed)
+
+
+WATCH = 10.0  # seconds between looks at the workers while no chunk comes back
+
+
+def eligible(workers: dict, want: dict) -> bool:
+    """Whether some worker can run a chunk that asks for the resources `want`."""
+    return any(all(w.get("resources", {}).get(k, 0) >= v for k, v in want.items())
+               for w in workers.values())
+
+
+def no_worker_line(want: dict, workers: dict) -> str:
+    if not workers:
+        return ("the dask scheduler has no workers left; start some (`dask worker "
+                "<address>`)")
+    have = {a: w.get("resources", {}) for a, w in workers.items()}
+    return (f"shadow.resources: no worker has {want} (workers have {have}); start workers "
+            "with e.g. `dask worker ... --resources GPU=1`")
+
+
+def _what_went(client, address: str) -> str:
+    """Why futures were cancelled: the scheduler went away, or it lost what they needed
+    (the pool's only copies and every worker that could run them)."""
+    try:
+        n = len(client.scheduler_info()["workers"])
+    except Exception:  # noqa: BLE001 (the scheduler is gone)
+        return f"dask scheduler {address} went away"
+    return f"dask cluster {address} dropped the chunks ({n} workers left)"
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _close(client, futures: list, failed: bool) -> None:
+    """Cancel what is left and close the client, quietly: after a failure the error line
+    says it all, not the client's reconnect tracebacks."""
+    if failed:
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name.startswith("distributed"):
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        for f in futures:
+            try:
+                f.cancel()
+            except Exception:  # noqa: BLE001, S110 (the client is closed already)
+                pass
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001, S110 (the scheduler is gone already)
+        pass
 
 
 # --no-dashboard alone still serves /health and /metrics on 0.0.0.0 (8787 for a scheduler)
@@ -250,7 +337,7 @@ class LoopbackCluster:
     bnmem is imported) and stopped by their process ids. `tls`: {ca_file, cert, key}."""
 
     def __init__(self, logs: Path, workers: int = 2, tls: dict | None = None,
-                 timeout: float = 60):
+                 timeout: float = 60, worker_args: list[list[str]] | None = None):
         import subprocess
         import sys
 
@@ -271,7 +358,8 @@ class LoopbackCluster:
             self.wait(lambda: self._listening(self.scheduler), "scheduler")
             self.workers = [self._start(f"worker{i}", [
                 dask_cli, "worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
-                "--no-nanny", *LOOPBACK_HTTP, "--name", f"w{i}", *flags])
+                "--no-nanny", *LOOPBACK_HTTP, "--name", f"w{i}", *flags,
+                *(worker_args[i] if worker_args else [])])
                 for i in range(workers)]
             self.wait(lambda: self.n_workers() == workers, f"{workers} workers")
         except BaseException:
@@ -399,6 +487,7 @@ def main(argv: list[str] | None = None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # even when started with SIGINT ignored (`cmd &`)
     logs = Path(tempfile.mkdtemp(prefix="bnmem-dask-"))
     with LoopbackCluster(logs, workers=args.workers) as cluster:
         print(f"export DASK_SCHEDULER_ADDRESS={cluster.address}   # {args.workers} workers; "

@@ -2,18 +2,21 @@
 
 An audit project made from an installed bnmem (a wheel) has no source files to list as
 dependencies, so this stage (always run, in a fraction of a second: no torch import) writes
-the sha256 of every file of the installed package and the versions of the libraries that
-compute the bits; every other stage depends on the file. It changes only when bnmem, torch or
-numpy does, so an upgrade reruns the project and nothing else does.
+the sha256 of every file of the installed package, the versions of its runtime dependencies,
+the CPU kernel level and the C compiler; every other stage depends on the file. It changes
+only when one of those does, so an upgrade reruns the project and nothing else does.
 """
 import argparse
 import hashlib
 import json
+import os
+import re
+import subprocess
 from importlib import metadata
 from pathlib import Path
 
 import bnmem
-from bnmem import cli
+from bnmem import cli, cpu
 from bnmem.io import atomic_path
 
 SUFFIXES = (".py", ".c", ".h", ".yaml")
@@ -27,13 +30,34 @@ def stamp() -> dict:
     for f in sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES and p.is_file()):
         h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
         n += 1
-    out = {"bnmem": bnmem.__version__, "sha256": h.hexdigest(), "files": n}
-    for lib in LIBRARIES:
+    out = {"bnmem": bnmem.__version__, "sha256": h.hexdigest(), "files": n,
+           "cpu level": cpu.level(), "C compiler": compiler()}
+    for lib in libraries():
         try:
             out[lib] = metadata.version(lib)
         except metadata.PackageNotFoundError:
             out[lib] = None
     return out
+
+
+def libraries() -> list[str]:
+    """bnmem's runtime dependencies (its package metadata), or the main ones without it."""
+    try:
+        reqs = metadata.requires("bnmem") or []
+    except metadata.PackageNotFoundError:
+        return list(LIBRARIES)
+    names = {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in reqs if "extra ==" not in r}
+    return sorted(names | set(LIBRARIES))
+
+
+def compiler() -> str | None:
+    """The first line of the C compiler's --version (the kernels build with it)."""
+    cc = os.environ.get("CC", "cc")
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else None
 
 
 def main() -> None:

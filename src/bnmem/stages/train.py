@@ -22,7 +22,16 @@ def live_logger(directory: str):
     the folder is bit-identical across runs) and the per-epoch callback feeding it."""
     from dvclive import Live
 
-    live = Live(directory, dvcyaml=None, save_dvc_exp=False, report=None)
+    class Records(Live):
+        """dvclive's writer without its DVC / git hooks: this stage's folder is declared in
+        bnmem's dvc.yaml and there is no experiment to save. dvclive 3.x's hooks read git
+        HEAD (an error in a repository without commits: a user's fresh `git init`) and
+        may `dvc init` a folder that is not a DVC repository."""
+
+        def _init_dvc(self) -> None:
+            self._dvc_file, self._save_dvc_exp = None, False
+
+    live = Records(directory, dvcyaml=None, save_dvc_exp=False, report=None)
 
     def on_record(epoch: int, rec: dict) -> None:
         live.step = epoch
