@@ -94,6 +94,9 @@ def declared_plots() -> tuple[dict[str, dict], list[str]]:
         pid, props = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
         if pid.lower().endswith(IMAGE_EXTS):
             images.append(pid)
+        elif (ROOT / pid).is_dir():  # a folder (dvclive's): one plot per data file in it
+            for f in sorted(p for p in (ROOT / pid).rglob("*") if p.is_file()):
+                vega[f.relative_to(ROOT).as_posix()] = {}
         else:
             vega[pid] = props or {}
     return vega, images

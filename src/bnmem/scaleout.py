@@ -287,12 +287,12 @@ def no_worker_line(want: dict, workers: dict) -> str:
 
 def _what_went(client, address: str) -> str:
     """Why futures were cancelled: the scheduler went away, or it lost what they needed
-    (the pool's only copies and every worker that could run them)."""
-    try:
-        n = len(client.scheduler_info()["workers"])
-    except Exception:  # noqa: BLE001 (the scheduler is gone)
-        return f"dask scheduler {address} went away"
-    return f"dask cluster {address} dropped the chunks ({n} workers left)"
+    (the pool's only copies with their workers). The client's view of the workers is a
+    cached copy, so only its own status tells the first case."""
+    if client.status != "running":
+        return f"dask scheduler {address} went away (chunks cancelled)"
+    return (f"dask cluster {address} cancelled the chunks (the scheduler went away, or lost "
+            "the pool with its workers)")
 
 
 def _reason(exc: BaseException) -> str:
