@@ -100,9 +100,18 @@ def test_repro_writes_contract_outputs(repo):
         total += leaves(met)
     deltas = json.loads((repo / "metrics/deltas.json").read_text())
     assert set(deltas["batchnorm_minus_none"]) == {"auc_identity_equal_epochs",
-                                                        "auc_identity_matched_fit"}
-    assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"fz_flipped_matched_fit",
+                                                        "auc_all_matched_heldout"}
+    assert set(deltas["batchnorm_reg_minus_batchnorm"]) == {"fz_flipped_matched_heldout",
                                                            "out_acc_clean_equal_epochs"}
+    # annealed endpoints: default budgets [1, 2, 4] at 2 epochs -> one extra, complete run
+    assert shard["budget_logits"].shape == (6, 1, 200, 2, 10) and list(shard["budgets"]) == [1]
+    fr = membership["frontier"]
+    assert fr["budgets"] == [1, 2] and fr["primary"] == "heldout"
+    assert [e["epochs"] for e in fr["arms"]["none"]["endpoints"]] == [1, 2]
+    crit = fr["compare"]["batchnorm_minus_none"]["criteria"]
+    assert set(crit) == {"heldout", "fit", "loss", "gap"}
+    assert (deltas["batchnorm_minus_none"]["auc_all_matched_heldout"]["value"]
+            == crit["heldout"]["figures"]["auc_all"]["at_common"]["value"])
     total += leaves(deltas)
     assert total <= 45, total
     assert sorted(p.name for p in (repo / "metrics").iterdir()) == ["attack.json", "deltas.json",
@@ -121,6 +130,10 @@ def test_repro_writes_contract_outputs(repo):
         assert meta["cpu_kernels"]["torch"] == "AVX2"  # the pin, in a real stage process
     report = (repo / "report.md").read_text()
     assert "## Across seeds" not in report  # one seed: no across-seed section
+    assert "## Privacy–utility frontier (annealed endpoints)" in report
+    assert "![frontier](plots/report/frontier.png)" in report
+    frontier_csv = (repo / "plots/report/frontier.csv").read_text().splitlines()
+    assert frontier_csv[0].startswith("arm,epochs,out_acc_clean") and len(frontier_csv) == 7
     links = [line.split("](")[1].rstrip(")") for line in report.splitlines() if line.startswith("![")]
     assert len(links) >= 5
     for link in links:

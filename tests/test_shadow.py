@@ -151,3 +151,29 @@ def test_query_states_equals_querying_each_model(norm, arch):
         model = build(meta)
         model.load_state_dict(state)
         np.testing.assert_allclose(got[j], query(model, x, ("identity", "hflip")), atol=1e-4, rtol=1e-4)
+
+
+def test_budget_endpoints_are_complete_runs(tiny, one_torch_thread):
+    """Each annealed endpoint (shadow.budgets) is bit for bit the model a recipe of that
+    many epochs trains (its own schedule, annealed at its end), not an epoch of the longer
+    run: same seeds and keep mask, nothing else changed."""
+    from dataclasses import replace
+
+    from bnmem.config import budget_epochs, budget_recipe, load_config
+    from bnmem.keep import keep_matrix
+    from bnmem.pipeline import load_pool, tensors
+    from bnmem.shadow import train_chunk
+    cfg = load_config(tiny / "recipe.yaml")
+    assert budget_epochs(cfg) == (1, 2)  # default [1, 2, 4] at train.epochs=4
+    x, y = tensors(load_pool(tiny / "pool.npz"), cfg.dataset)
+    keep = keep_matrix(cfg.shadow.n_models, len(y), cfg.seed)
+    long = train_chunk(cfg, "batchnorm", x, y, keep, [0, 3], workers=1)
+    short_cfg = budget_recipe(cfg, 2)
+    short_cfg = replace(short_cfg, shadow=replace(short_cfg.shadow, budgets=(), track_epochs=False))
+    short = train_chunk(short_cfg, "batchnorm", x, y, keep, [0, 3], workers=1)
+    for a, b in zip(long, short):
+        assert a["arrays"]["budget_logits"].shape == (2, *a["arrays"]["logits"].shape)
+        np.testing.assert_array_equal(a["arrays"]["budget_logits"][1], b["arrays"]["logits"])
+        assert "budget_logits" not in b["arrays"]
+        # and differs from the 4-epoch run's logits: a different, annealed model
+        assert not np.array_equal(a["arrays"]["budget_logits"][1], a["arrays"]["logits"])

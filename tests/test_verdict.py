@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from bnmem.summary import claims
-from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED,
-                           NOT_REPRODUCED, REPRODUCED, REVERSED, Evidence, holm, holm_adjust,
-                           judge, judge_share, p_values)
+from bnmem.verdict import (DISAGREE, EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED,
+                           NOT_REPRODUCED, REPRODUCED, REVERSED, REVERSED_UTILITY, Evidence,
+                           holm, holm_adjust, judge, judge_criteria, judge_share, p_values)
 
 
 def ev(lo, hi, training=True):
@@ -105,7 +105,7 @@ def test_claims_follow_the_evidence():
     assert [r["verdict_holm"] for r in rows.values()][:3] == [INCONCLUSIVE, INCONCLUSIVE,
                                                               NOT_REPRODUCED]
     first = next(iter(rows.values()))
-    assert first["matched_fit"]["interval"] == "models+samples" and first["judged_at"] == "matched fit"
+    assert first["matched_fit"]["interval"] == "models+samples" and first["judged_at"] == "matched fit (within-run epochs)"
 
 
 def test_an_arm_that_did_not_fit_makes_its_comparisons_not_evidence():
@@ -130,3 +130,69 @@ def test_an_arm_that_did_not_fit_makes_its_comparisons_not_evidence():
     ok = {r["claim"][:20]: r for r in claims(membership, {}, None, None, 0.05, 0.01,
                                              {**fit, "none": 0.9}, 0.8)}
     assert ok["BN memorizes flipped"]["verdict"] == REPRODUCED
+
+
+@pytest.mark.parametrize("primary,others,expected,disagree", [
+    # the primary alone decides when the others agree or cover the threshold
+    (ev(0.01, 0.05), {"fit": ev(0.02, 0.04), "gap": ev(-0.01, 0.03)}, REPRODUCED, []),
+    # another criterion entirely on the other side: inconclusive, not the favourable word
+    (ev(0.01, 0.05), {"fit": ev(-0.05, -0.01), "gap": ev(-0.01, 0.03)}, DISAGREE,
+     ["fit", "primary"]),
+    # two secondary criteria contradict each other while the primary covers 0
+    (ev(-0.01, 0.05), {"fit": ev(0.01, 0.04), "loss": ev(-0.04, -0.01)}, DISAGREE,
+     ["fit", "loss"]),
+    # the full-scale OOD case: equal epochs above 0, matched held-out accuracy below
+    (est3(-0.0186, -0.0317, -0.0056), {"fit": ev(-0.03, -0.01)}, REVERSED_UTILITY, []),
+    # "at equal epochs only" while another matched criterion says beyond: disagree
+    (ev(-0.01, 0.06), {"fit": ev(0.02, 0.2)}, DISAGREE, ["fit", "primary"]),
+    (ev(-0.01, 0.06), {"fit": ev(-0.01, 0.2)}, EQUAL_ONLY, []),
+    # no primary interval: the equal-epoch rule as before, others cannot make it definite
+    (None, {"fit": ev(0.02, 0.04)}, EQUAL_UNMATCHED, []),
+    # samples-only secondary evidence never counts
+    (ev(0.01, 0.05), {"fit": ev(-0.05, -0.01, training=False)}, REPRODUCED, []),
+])
+def test_judge_criteria(primary, others, expected, disagree):
+    verdict, names = judge_criteria(ev(0.1, 0.2), primary, others, 1, 0.0)
+    assert verdict == expected and names == disagree
+
+
+def test_holm_keeps_a_reversal_at_matched_utility_only_if_supported():
+    strong, weak = est3(-0.05, -0.07, -0.03), est3(-0.01, -0.02, -0.0001)
+    _, s1 = p_values(strong, 1, 0.0)
+    _, s2 = p_values(weak, 1, 0.0)
+    assert s2 < 0.025  # alone, the weak reversal would stand; in a family of three it cannot
+    assert holm([REVERSED_UTILITY, REVERSED_UTILITY, INCONCLUSIVE], [1, 1, 1], [s1, s2, 1]) == [
+        REVERSED_UTILITY, INCONCLUSIVE, INCONCLUSIVE]
+
+
+def test_claims_use_the_frontier_as_primary():
+    """With annealed endpoints, claims are judged at matched held-out accuracy; the
+    within-run matched fit (which said 'reproduced' here) is a secondary view only."""
+    def est(v, lo, hi):
+        return {"value": v, "lo": lo, "hi": hi}
+
+    def fr(primary, fit):
+        figs = lambda p: {f: {"at_common": p, "overlap": p} for f in
+                          ("auc_all", "auc_clean", "fz_flipped", "fz_ood", "tpr_low_all")}
+        return {"criteria": {"heldout": {"level": 0.76, "figures": figs(primary)},
+                             "fit": {"level": 0.8, "figures": figs(fit)},
+                             "loss": {"level": 0.6, "figures": figs(est(None, None, None))},
+                             "gap": {"level": 0.05, "figures": figs(primary)}}}
+    bn = {"equal_epochs": {"auc_all": est(0.17, 0.14, 0.19), "auc_clean": est(0.16, 0.13, 0.18),
+                           "fz_flipped": est(0.6, 0.5, 0.7), "fz_ood": est(0.5, 0.3, 0.7)},
+          "matched_fit": {"auc_identity": est(0.08, 0.06, 0.1), "fz_flipped": est(0.03, 0.01, 0.06),
+                          "fz_ood": est(0.1, 0.05, 0.27)}}
+    membership = {"variant": "lira_online_fixed", "compare": {"batchnorm_minus_none": bn},
+                  "frontier": {"compare": {"batchnorm_minus_none": fr(est(-0.02, -0.04, -0.005),
+                                                                       est(-0.01, -0.03, 0.01))}}}
+    rows = claims(membership, {}, None, None, 0.05, 0.01)
+    first = rows[0]
+    assert first["judged_at"].startswith("matched held-out accuracy")
+    assert first["verdict"] == REVERSED_UTILITY  # FZ flipped lower for BN at matched utility
+    assert rows[2]["verdict"] == REVERSED_UTILITY  # AUC: entirely below 0, not only below 4 points
+    assert first["criteria"]["fit"]["interval"] == "models+samples"
+    # the fit criterion lying above 0 contradicts the primary: inconclusive
+    membership["frontier"]["compare"]["batchnorm_minus_none"] = fr(est(-0.02, -0.04, -0.005),
+                                                                   est(0.02, 0.01, 0.03))
+    rows = claims(membership, {}, None, None, 0.05, 0.01)
+    assert rows[0]["verdict"] == DISAGREE and rows[0]["disagree"] == ["fit", "gap", "heldout_overlap", "primary"]

@@ -7,6 +7,7 @@ any output is touched. The library never opens params.yaml itself: stages call
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -109,6 +110,10 @@ class ShadowConfig:
     workers: int = 2
     chunk: int = 8
     track_epochs: bool = True
+    # annealed endpoints: every shadow model is also trained as a complete run of each of
+    # these epoch counts (own schedule), besides its train.epochs run (bnmem.frontier;
+    # counts at or above train.epochs are that run itself: `budget_epochs`)
+    budgets: tuple[int, ...] = (1, 2, 4)
     backend: str = "local"  # local | dask (the scheduler DASK_SCHEDULER_ADDRESS names)
     resources: dict[str, float] = field(default_factory=dict)  # dask: per task, e.g. {GPU: 0.25}
     retries: int = 2  # dask: times a chunk whose task raised is run again
@@ -313,6 +318,9 @@ def validate(cfg: Config) -> Config:
         _check(bool(QUERY_RE.match(q)), "shadow.queries", "identity | hflip | shift_<dx>_<dy>", q)
     _check(s.workers >= 1, "shadow.workers", "an integer >= 1", s.workers)
     _check(s.chunk >= 1, "shadow.chunk", "an integer >= 1", s.chunk)
+    _check(all(b >= 1 for b in s.budgets) and list(s.budgets) == sorted(set(s.budgets)),
+           "shadow.budgets", "increasing epoch counts >= 1, e.g. [1, 2, 4]; [] = no frontier",
+           list(s.budgets))
     _check(s.backend in BACKENDS, "shadow.backend", " | ".join(BACKENDS), s.backend)
     for name, amount in s.resources.items():
         _check(amount > 0, f"shadow.resources.{name}", "a number > 0 (an amount of a resource "
@@ -340,6 +348,22 @@ def validate(cfg: Config) -> Config:
 def config_from_dict(raw: dict) -> Config:
     """Build and validate a Config from a parsed params mapping."""
     return validate(_build(Config, raw))
+
+
+def budget_epochs(cfg: Config) -> tuple[int, ...]:
+    """The extra annealed endpoints: shadow.budgets below train.epochs (a budget at or above
+    it is the train.epochs run itself, already an endpoint; so `-S train.epochs=2` keeps
+    working with the default [1, 2, 4])."""
+    return tuple(b for b in cfg.shadow.budgets if b < cfg.train.epochs)
+
+
+def budget_recipe(cfg: Config, epochs: int) -> Config:
+    """The recipe of a complete run of `epochs` epochs: the schedule (warm-up included)
+    scaled to the budget, nothing else changed."""
+    t = cfg.train
+    warm = math.floor(t.warmup_epochs * epochs / t.epochs + 0.5) if t.warmup_epochs else 0
+    return dataclasses.replace(cfg, train=dataclasses.replace(
+        t, epochs=epochs, checkpoints=(), warmup_epochs=min(warm, epochs - 1)))
 
 
 def load_config(path: str | Path) -> Config:

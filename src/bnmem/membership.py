@@ -20,7 +20,8 @@ import pandas as pd
 
 from bnmem.attack import (PairSignals, Signals, load_shadow, loo_lira, memorization,
                           run_attacks, signals)
-from bnmem.config import Config
+from bnmem import frontier
+from bnmem.config import Config, budget_epochs
 from bnmem.io import InputError
 from bnmem.matched import load_epochs
 from bnmem.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
@@ -55,8 +56,11 @@ HEADLINE_DELTAS = {  # pair -> (figure, point) pairs that go to metrics/deltas.j
 
 
 def headline_deltas(membership: dict) -> dict:
-    """The differences a reviewer reads in `dvc metrics diff`: every arm - none headline
-    AUC on the identity query (the one recorded every epoch, so both points measure the same
+    """The differences a reviewer reads in `dvc metrics diff`: with shadow.budgets, the
+    matched point is the primary criterion (all-queries AUC, or for the regularizer FZ
+    flipped, at matched held-out accuracy between annealed endpoints, common point; the
+    within-run matched fit stays in results/); every arm - none headline AUC on the identity
+    query (the one recorded every epoch, so both points measure the same
     attack) at equal epochs and at matched fit (the regularized arm's against none stays in
     results/), and the regularizer's memorization and accuracy against plain BN; value
     and 95 % interval over shadow models and samples."""
@@ -65,8 +69,17 @@ def headline_deltas(membership: dict) -> dict:
         if pair == "batchnorm_reg_minus_none":
             continue
         keys = HEADLINE_DELTAS.get(pair) or (HEADLINE_DELTAS["minus_none"] if pair.endswith("_minus_none") else ())
-        out[pair] = {f"{fig}_{point}": {k: (row.get(point) or {}).get(fig, {}).get(k)
-                                        for k in ("value", "lo", "hi")} for fig, point in keys}
+        fr = ((membership.get("frontier") or {}).get("compare") or {}).get(pair)
+        out[pair] = {}
+        for fig, point in keys:
+            if fr and point == "matched_fit":  # the primary criterion replaces the within-run one
+                f = fr["criteria"][frontier.PRIMARY]["figures"][
+                    "auc_all" if fig == "auc_identity" else fig]["at_common"]
+                out[pair][f"{'auc_all' if fig == 'auc_identity' else fig}_matched_heldout"] = {
+                    k: f.get(k) for k in ("value", "lo", "hi")}
+                continue
+            out[pair][f"{fig}_{point}"] = {k: (row.get(point) or {}).get(fig, {}).get(k)
+                                           for k in ("value", "lo", "hi")}
     return out
 
 
@@ -127,6 +140,9 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
             rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
                                    "tpr": tpr}) for sub, tpr in curves.items()]
         data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
+        data[arm]["loss"] = frontier.full_loss(paths, labels, identity)
+        data[arm]["budgets"] = frontier.budget_data(paths, labels, identity,
+                                                    budget_epochs(cfg), sig.keep, sig.model_ids)
         nulls[arm] = real_null(sig, cfg, a.null_masks)
     deltas = paired_deltas(attack, resamples, base="none")
     for arm, null in nulls.items():
@@ -187,8 +203,16 @@ _JOB: tuple | None = None
 def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
     (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided) = task, _JOB
-    return [arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
-                     one_sided) for r in rows]
+    out = []
+    for r in rows:
+        d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
+                     one_sided)
+        # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
+        d["endpoints"] = [arm_draw(b, bps, [], counts[r], weights[r], kind, variant, one_sided)
+                          for b, bps in zip(data[arm]["budgets"], ps[f"{arm}/budgets"])]
+        d["endpoints"].append({k: v for k, v in d.items() if k not in ("epoch", "endpoints")})
+        out.append(d)
+    return out
 
 
 def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str) -> dict:
@@ -199,6 +223,8 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
         raise InputError("arms' shadow models have different keep masks; re-run the shadow "
                          "stages with one seed and shadow.n_models")
     ps = {arm: PairSignals.build(d["phi"], d["keep"], d["model_ids"]) for arm, d in data.items()}
+    ps.update({f"{arm}/budgets": [PairSignals.build(b["phi"], b["keep"], b["model_ids"])
+                                  for b in d["budgets"]] for arm, d in data.items()})
     n_pairs = ps[arms[0]].first.size
     rng = np.random.default_rng([cfg.seed, SALT["model_bootstrap"]])
     counts, weights, plan = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng,
@@ -226,4 +252,13 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
         out["arms"][arm] = arm_summary(draws[arm], plan)
     for a, b in comparison_pairs(arms):
         out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b], plan=plan)
+    budgets = [*budget_epochs(cfg), cfg.train.epochs]
+    ends = {arm: [d["endpoints"] for d in draws[arm]] for arm in arms}
+    out["frontier"] = {
+        "budgets": budgets, "primary": frontier.PRIMARY,
+        "arms": {arm: {"endpoints": frontier.arm_endpoints(ends[arm], budgets, plan),
+                       "overtraining": frontier.overtraining(ends[arm][0], budgets)}
+                 for arm in arms},
+        "compare": ({f"{a}_minus_{b}": frontier.compare(ends[a], ends[b], plan)
+                     for a, b in comparison_pairs(arms)} if len(budgets) > 1 else {})}
     return out

@@ -11,6 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bnmem.corrupt import KINDS  # noqa: E402
+from bnmem.frontier import pareto_at  # noqa: E402
 
 COLOURS = {"none": "#1f77b4", "batchnorm": "#d62728", "batchnorm_reg": "#2ca02c",
            "groupnorm": "#9467bd", "layernorm": "#ff7f0e"}
@@ -165,11 +166,78 @@ def lira_vs_fit(membership: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
+FRONTIER_COLUMNS = ("out_acc_clean", "in_acc_clean", "train_loss", "auc_all", "tpr_low_all",
+                    "fz_flipped")
+
+
+def _err(d: dict, scale: float = 1.0) -> tuple[float, list[float]]:
+    v = d["value"] * scale if d.get("value") is not None else np.nan
+    lo = d["lo"] * scale if d.get("lo") is not None else v
+    hi = d["hi"] * scale if d.get("hi") is not None else v
+    return v, [v - lo, hi - v]
+
+
+def frontier(membership: dict, path: Path) -> Path:
+    """Privacy-utility frontiers from the annealed endpoints (bnmem.frontier): per arm,
+    LiRA AUC and TPR at FPR 1e-3 against held-out accuracy (primary) and against fit, one
+    point per budget (epochs labelled) with models+samples error bars, the Pareto frontier
+    dashed; and each arm - none AUC difference between the frontiers over the held-out
+    accuracies both reach, with its 95 % band."""
+    fr = membership["frontier"]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    panels = [(axes[0, 0], "out_acc_clean", "auc_all"), (axes[0, 1], "in_acc_clean", "auc_all"),
+              (axes[1, 0], "out_acc_clean", "tpr_low_all")]
+    for arm, a in fr["arms"].items():
+        c, ends = colour(arm), a["endpoints"]
+        for ax, xk, yk in panels:
+            pts = [(_err(e[xk]), _err(e[yk]), e["epochs"]) for e in ends
+                   if e[xk].get("value") is not None and e[yk].get("value") is not None]
+            if not pts:
+                continue
+            xs, ys = [p[0][0] for p in pts], [p[1][0] for p in pts]
+            ax.errorbar(xs, ys, xerr=np.array([p[0][1] for p in pts]).T,
+                        yerr=np.array([p[1][1] for p in pts]).T, fmt="-o", ms=4, color=c,
+                        capsize=2, lw=1.2, label=arm)
+            for x, y, (_, _, ep) in zip(xs, ys, pts):
+                ax.annotate(f"{ep}", (x, y), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=c)
+            # Pareto frontier: least leakage at or above each utility (bnmem.frontier)
+            grid = np.linspace(min(xs), max(xs), 200)
+            ax.plot(grid, [pareto_at(xs, ys, g) for g in grid], color=c, ls="--", lw=0.9,
+                    alpha=0.8)
+    for pair, cmp in fr["compare"].items():
+        cur = cmp.get("curve")
+        if not cur or not cur["heldout"] or not pair.endswith("_minus_none"):
+            continue
+        c = colour(pair[: -len("_minus_none")])
+        x = np.asarray(cur["heldout"])
+        lo = np.array([np.nan if v is None else v for v in cur["lo"]], dtype=float)
+        hi = np.array([np.nan if v is None else v for v in cur["hi"]], dtype=float)
+        axes[1, 1].plot(x, cur["auc_all"], color=c, label=pair.replace("_minus_", " - "))
+        axes[1, 1].fill_between(x, lo, hi, color=c, alpha=0.2)
+    axes[0, 0].set(xlabel="held-out accuracy (shadows' OUT clean samples)", ylabel="LiRA AUC (all samples)",
+                   title="leakage vs held-out accuracy (primary; labels: epochs)")
+    axes[0, 1].set(xlabel="fit (accuracy on IN clean samples)", ylabel="LiRA AUC (all samples)",
+                   title="leakage vs fit")
+    axes[1, 0].set(xlabel="held-out accuracy", ylabel="TPR at FPR 1e-3", yscale="log",
+                   title="low-FPR leakage vs held-out accuracy")
+    axes[1, 1].set(xlabel="held-out accuracy", ylabel="AUC difference (Pareto frontiers)",
+                   title="arm - none at equal held-out accuracy (95 % band)")
+    axes[1, 1].axhline(0.0, color="grey", lw=0.6)
+    for ax in axes.ravel():
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("Annealed endpoints: each point a complete training run of that many epochs "
+                 "(dashed: Pareto frontier)", fontsize=10)
+    return _save(fig, path)
+
+
 def dvc_tables(out: Path, roc: pd.DataFrame, membership: dict,
                hists: dict[str, pd.DataFrame]) -> None:
     """Long-format CSVs (one `arm` column) for the interactive plots declared in dvc.yaml:
     roc.csv (headline attack, all samples; TPR floored at 1e-4 for the log axis),
-    lira_vs_fit.csv (shadows per epoch: fit, AUC, memorization) and grad_hist.csv
+    lira_vs_fit.csv (shadows per epoch: fit, AUC, memorization), frontier.csv (annealed
+    endpoints per arm and budget: held-out accuracy, fit, AUC, TPR at 1e-3) and grad_hist.csv
     (gradient-norm density per arm and kind, at each bin's geometric centre)."""
     out.mkdir(parents=True, exist_ok=True)
     head = roc[(roc["attack"] == membership["variant"]) & (roc["subset"] == "all")]
@@ -181,6 +249,11 @@ def dvc_tables(out: Path, roc: pd.DataFrame, membership: dict,
                                                d["epoch"]["in_acc_flipped"]))]
     pd.DataFrame(rows, columns=["arm", "epoch", "fit", "auc_all", "in_acc_flipped"]).to_csv(
         out / "lira_vs_fit.csv", index=False, float_format="%.6g")
+    rows = [{"arm": arm, "epochs": e["epochs"], **{k: e[k]["value"] for k in FRONTIER_COLUMNS}}
+            for arm, a in (membership.get("frontier") or {}).get("arms", {}).items()
+            for e in a["endpoints"]]
+    pd.DataFrame(rows, columns=["arm", "epochs", *FRONTIER_COLUMNS]).to_csv(
+        out / "frontier.csv", index=False, float_format="%.6g")
     hist = pd.concat([h.assign(arm=arm, norm=np.sqrt(h["bin_left"] * h["bin_right"]))
                       for arm, h in hists.items()])
     hist[["arm", "kind", "norm", "density"]].to_csv(out / "grad_hist.csv", index=False,

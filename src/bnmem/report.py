@@ -136,6 +136,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     }
     if any("epoch" in membership["arms"][a] for a in arms):
         figures["lira_vs_fit"] = plots.lira_vs_fit(membership, figdir / "lira_vs_fit.png")
+    if (membership.get("frontier") or {}).get("compare"):
+        figures["frontier"] = plots.frontier(membership, figdir / "frontier.png")
     plots.dvc_tables(figdir, pd.read_csv(inp["roc"]), membership,
                      {a: pd.read_csv(Path(inp["grad_hists"]) / f"{a}.csv") for a in arms})
     save_json(out["out_train"], {a: {k: train[a].get(k) for k in TRAIN_KEYS} for a in arms})

@@ -103,7 +103,8 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     """All figures of one arm in one draw (see the module docstring).
 
     data: {"phi" [m,N,Q], "keep" [m,N], "correct" [m,N], "epoch_phi" [m,E,N] | None,
-    "epoch_correct" [m,E,N] | None}.
+    "epoch_correct" [m,E,N] | None, optionally "loss" [m,N] (per-pair cross-entropy: gives
+    train_loss)}.
     """
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
@@ -122,6 +123,10 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
         out[f"fz_{name}"] = _fz(data["correct"], keep, mw, sw, kind == code)
     # accuracy on clean samples a model did not train on: the shadows' test accuracy
     out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw, sw)
+    out["gen_gap"] = out["in_acc_clean"] - out["out_acc_clean"]
+    if data.get("loss") is not None:  # mean cross-entropy on the training sets
+        den = mw @ keep @ sw
+        out["train_loss"] = float(mw @ (data["loss"] * keep) @ sw / den) if den > 0 else np.nan
     if data.get("epoch_phi") is not None:
         e_auc, e_fit, e_flip, e_ood, e_fzf, e_fzo = [], [], [], [], [], []
         for e, ps in enumerate(ps_epochs):
@@ -161,7 +166,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     plan = plan or _legacy_plan(draws_a)
     out: dict = {"equal_epochs": {}, "matched_fit": {}}
     for key in draws_a[0]:
-        if key in ("epoch", "units"):
+        if key in ("epoch", "units", "endpoints"):
             continue
         vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
         out["equal_epochs"][key] = _summary(vals, plan, key)
@@ -205,11 +210,11 @@ def arm_summary(draws: list[dict], plan: IntervalPlan | None = None) -> dict:
     clipped to the figure's range (AUC, TPR and accuracies in [0, 1], FZ in [-1, 1])."""
     plan, out = plan or _legacy_plan(draws), {}
     for k in draws[0]:
-        if k in ("epoch", "units"):
+        if k in ("epoch", "units", "endpoints"):
             continue
         row = _summary(np.array([d[k] for d in draws]), plan, k)
         low = -1.0 if k.startswith("fz_") else 0.0
-        if row["lo"] is not None:
+        if row["lo"] is not None and k not in ("train_loss", "gen_gap"):
             row["lo"], row["hi"] = max(row["lo"], low), min(row["hi"], 1.0)
         out[k] = row
     if "epoch" in draws[0]:

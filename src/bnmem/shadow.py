@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bnmem.config import Config
+from bnmem.config import Config, budget_epochs, budget_recipe
 from bnmem.io import save_npz
 from bnmem.keep import keep_matrix
 from bnmem.margin import logit_margin
@@ -89,8 +89,9 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
                 ids: list[int], workers: int) -> list[dict[str, np.ndarray]]:
     """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix) as one
     stack (bnmem.stacked): per model, its part arrays (logits [N, Q, C] and, with
-    shadow.track_epochs, epoch_phi [E, N] float32 and epoch_correct [E, N] bool) and its
-    final loss ("loss"). Each model's bits depend on its id only, not on which models share
+    shadow.track_epochs, epoch_phi [E, N] float32 and epoch_correct [E, N] bool; with
+    shadow.budgets, budget_logits [B, N, Q, C]: the same model retrained as a complete run of
+    each budget, its own schedule annealed at its own end) and its final loss ("loss"). Each model's bits depend on its id only, not on which models share
     its chunk, nor on `workers`, nor on the process that runs it (bnmem.scaleout)."""
     s = cfg.shadow
     meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
@@ -99,13 +100,22 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     states, hists, tracked = train_stack(cfg, arm, x, y, keep[ids], meta,
                                          [a for a, _ in seeds], [b for _, b in seeds],
                                          workers=workers, track=track)
-    logits = query_states(meta, states, x, s.queries, resolve_device(cfg.train.device))
+    device = resolve_device(cfg.train.device)
+    logits = query_states(meta, states, x, s.queries, device)
+    budget_logits = []  # annealed endpoints: the same models (seeds, keep), shorter schedules
+    for b in budget_epochs(cfg):
+        short = budget_recipe(cfg, b)
+        b_states, _, _ = train_stack(short, arm, x, y, keep[ids], meta, [a for a, _ in seeds],
+                                     [o for _, o in seeds], workers=workers)
+        budget_logits.append(query_states(meta, b_states, x, s.queries, device))
     out = []
-    for lg, hist, tr in zip(logits, hists, tracked):
+    for k, (lg, hist, tr) in enumerate(zip(logits, hists, tracked)):
         arrays = {"logits": lg}
         if track is not None:
             arrays["epoch_phi"] = np.stack([p for p, _ in tr])
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
+        if budget_logits:
+            arrays["budget_logits"] = np.stack([bl[k] for bl in budget_logits])
         out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
     return out
 
@@ -121,7 +131,8 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     a rerun after a kill trains only the missing ones. Returns the shard arrays: logits
     [m, N, Q, C], keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi
     [m, E, N] float32 and epoch_correct [m, E, N] bool (identity query, eval mode, after
-    every epoch).
+    every epoch) and, with shadow.budgets, budget_logits [m, B, N, Q, C] float32 (each model
+    retrained as a complete run of each budget's epochs, same seeds and keep) and budgets [B].
     """
     s = cfg.shadow
     stamp = {int(j): fingerprint(base, str(j)) for j in ids}
@@ -156,6 +167,9 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     if s.track_epochs:
         out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
         out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
+    if budget_epochs(cfg):
+        out["budget_logits"] = np.stack([done[int(j)]["budget_logits"] for j in ids]).astype(np.float32)
+        out["budgets"] = np.asarray(budget_epochs(cfg), dtype=np.int64)
     return out
 
 

@@ -9,8 +9,9 @@ import pandas as pd
 from bnmem.corrupt import CLEAN, KINDS
 from bnmem.intervals import percentile_ci
 from bnmem.matched import at_fit, common_fit
+from bnmem.frontier import LABELS, PRIMARY
 from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, NOT_REPRODUCED, REVERSED, Evidence,
-                           holm, judge, judge_share, p_values)
+                           holm, judge, judge_criteria, judge_share, p_values)
 
 GRAD_KINDS = {k: v for k, v in KINDS.items() if v != CLEAN}
 
@@ -100,27 +101,65 @@ def gamma_sigma_summary(layers: dict[str, dict]) -> dict | None:
 
 # ---------------------------------------------------------------- claims
 
+def _ev_dict(e: Evidence | None) -> dict | None:
+    return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi,
+                                   "interval": "models+samples" if e.training else "samples"}
+
+
 def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
            direction: int = 1, threshold: float = 0.0, scale: float = 100.0,
-           unit: str = "points", arms: tuple[str, ...] = ("batchnorm", "none")) -> dict:
-    """One claims-table row: the evidence at both points and the verdict (bnmem.verdict).
-    at="equal epochs" judges a claim about the end of training (accuracy) there."""
+           unit: str = "points", arms: tuple[str, ...] = ("batchnorm", "none"),
+           criteria: dict[str, Evidence | None] | None = None) -> dict:
+    """One claims-table row: the evidence and the verdict (bnmem.verdict).
+
+    With `criteria` (the annealed-endpoint frontier, bnmem.frontier: {PRIMARY: matched
+    held-out accuracy at the common point, "heldout_overlap", "fit", "loss", "gap"}), the
+    verdict is judge_criteria at the primary criterion and `matched` (the within-run
+    per-epoch matched fit) is a secondary view only; without them, the within-run matched
+    fit is judged (`at` says which). at="equal epochs" judges a claim about the end of
+    training (accuracy) there."""
     null = 1.0 if unit == "ratio" else 0.0
+    disagree: list[str] = []
     if at == "equal epochs":  # a claim about the end of training: no matched point
         verdict = judge(None, equal, direction, threshold, null)
         verdict = NOT_REPRODUCED if verdict == REVERSED else verdict
         decisive = equal
+    elif criteria is not None and criteria.get(PRIMARY) is not None:
+        primary = criteria[PRIMARY]
+        others = {k: e for k, e in criteria.items() if k != PRIMARY}
+        verdict, disagree = judge_criteria(equal, primary, others, direction, threshold, null)
+        decisive = (equal if verdict in (EQUAL_ONLY, EQUAL_UNMATCHED) or not primary.usable
+                    else primary)
     else:
         verdict = judge(equal, matched, direction, threshold, null)
         decisive = (equal if verdict in (EQUAL_ONLY, EQUAL_UNMATCHED)
                     or matched is None or not matched.usable else matched)
-    ev = {k: None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi,
-                                     "interval": "models+samples" if e.training else "samples"}
-          for k, e in (("equal_epochs", equal), ("matched_fit", matched))}
+    ev = {"equal_epochs": _ev_dict(equal), "matched_fit": _ev_dict(matched)}
+    if criteria is not None:
+        ev["criteria"] = {k: _ev_dict(e) for k, e in criteria.items()}
     p_beyond, p_short = p_values(decisive, direction, threshold)
     return {"claim": text, "judged_at": at, "arms": list(arms), "direction": direction,
             "threshold": threshold, "scale": scale, "unit": unit, **ev, "verdict": verdict,
-            "p_beyond": p_beyond, "p_short": p_short}
+            "disagree": disagree, "p_beyond": p_beyond, "p_short": p_short}
+
+
+def frontier_criteria(membership: dict, pair: str, figure: str) -> dict[str, Evidence | None] | None:
+    """The matched criteria of one figure from the annealed-endpoint frontier (None without
+    shadow.budgets): the primary at its common point, the primary over the overlap, and fit,
+    train loss and generalization gap at their common points."""
+    c = ((membership.get("frontier") or {}).get("compare") or {}).get(pair)
+    if not c:
+        return None
+    crit = c["criteria"]
+
+    def ev(name: str, where: str = "at_common") -> Evidence | None:
+        return Evidence.of(crit[name]["figures"][figure][where], training=True)
+    return {PRIMARY: ev(PRIMARY), f"{PRIMARY}_overlap": ev(PRIMARY, "overlap"),
+            "fit": ev("fit"), "loss": ev("loss"), "gap": ev("gap")}
+
+
+AT_FRONTIER = f"{LABELS[PRIMARY]} (annealed endpoints)"
+AT_WITHIN = "matched fit (within-run epochs)"
 
 
 def unfit_arms(fit: dict[str, float | None], floor: float) -> dict[str, float]:
@@ -153,19 +192,27 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
 
     rate = noise_rate + ood_rate
     need = 0.04 if rate >= 0.05 else 0.03
+    def crit(pair: str, figure: str):
+        return frontier_criteria(membership, pair, figure)
+
+    bn_pair, reg_pair = "batchnorm_minus_none", "batchnorm_reg_minus_batchnorm"
+    at = AT_FRONTIER if crit(bn_pair, "auc_all") else AT_WITHIN
+    auc_eq, auc_key = (("auc_all", "all queries") if crit(bn_pair, "auc_all")
+                       else ("auc_identity", "identity query, the one recorded every epoch"))
     rows = [
         _claim("BN memorizes flipped labels more (Feldman-Zhang: shadow models' accuracy on "
                "flipped samples with the flipped label when IN minus when OUT, BN - none)",
-               "matched fit", ev(bn, "equal_epochs", "fz_flipped"), ev(bn, "matched_fit", "fz_flipped")),
+               at, ev(bn, "equal_epochs", "fz_flipped"), ev(bn, "matched_fit", "fz_flipped"),
+               criteria=crit(bn_pair, "fz_flipped")),
         _claim("BN memorizes OOD images more (Feldman-Zhang IN - OUT on OOD samples, BN - none)",
-               "matched fit", ev(bn, "equal_epochs", "fz_ood"), ev(bn, "matched_fit", "fz_ood")),
+               at, ev(bn, "equal_epochs", "fz_ood"), ev(bn, "matched_fit", "fz_ood"),
+               criteria=crit(bn_pair, "fz_ood")),
         _claim(f"BN raises LiRA AUC by >= {100 * need:.0f} points at {rate:.0%} outliers "
-               f"({membership.get('variant')}, all samples; identity query, the one recorded "
-               "every epoch, at both points)", "matched fit",
-               ev(bn, "equal_epochs", "auc_identity"), ev(bn, "matched_fit", "auc_identity"),
-               threshold=need),
-        _claim("BN raises LiRA AUC on clean samples (matched fit is recorded for all samples "
-               "only)", "matched fit", ev(bn, "equal_epochs", "auc_clean"), None),
+               f"({membership.get('variant')}, all samples; {auc_key})", at,
+               ev(bn, "equal_epochs", auc_eq), ev(bn, "matched_fit", "auc_identity"),
+               threshold=need, criteria=crit(bn_pair, "auc_all")),
+        _claim("BN raises LiRA AUC on clean samples", at, ev(bn, "equal_epochs", "auc_clean"),
+               None, criteria=crit(bn_pair, "auc_clean")),
     ]
     across = ((seeds or {}).get("delta_batchnorm_minus_none") or {}) if (seeds or {}).get("n", 1) > 1 else {}
     for name in GRAD_KINDS:
@@ -187,9 +234,10 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
                      "p_beyond": 1.0, "p_short": 1.0})
     rows += [
         _claim("The gamma/sigma regularizer cuts memorization (Feldman-Zhang on flipped "
-               "samples, reg - BN)", "matched fit", ev(reg, "equal_epochs", "fz_flipped"),
-               ev(reg, "matched_fit", "fz_flipped"), direction=-1,
-               arms=("batchnorm_reg", "batchnorm")),
+               "samples, reg - BN)", AT_FRONTIER if crit(reg_pair, "fz_flipped") else AT_WITHIN,
+               ev(reg, "equal_epochs", "fz_flipped"), ev(reg, "matched_fit", "fz_flipped"),
+               direction=-1, arms=("batchnorm_reg", "batchnorm"),
+               criteria=crit(reg_pair, "fz_flipped")),
         _claim("... while keeping accuracy within 1 point (shadows' accuracy on clean samples "
                "they did not train on, reg - BN, final epoch)", "equal epochs",
                ev(reg, "equal_epochs", "out_acc_clean"), None, threshold=-0.01,

@@ -18,6 +18,11 @@ matched point (matched fit / utility) is the primary criterion, stated in advanc
   beyond the threshold where nothing matched was measured;
 - inconclusive: anything else, including evidence whose interval resamples samples only;
 - not measured: no evidence.
+`judge_criteria` adds the other matched criteria (bnmem.frontier: fit, train loss,
+generalization gap, the primary averaged over the overlap): where one of them lies beyond
+the threshold and another (or the primary) entirely on the other side, or the primary says
+"at equal epochs only" while another says beyond, the criteria disagree and the verdict is
+"inconclusive (matched criteria disagree)", never the most favourable one.
 `holm` applies Holm-Bonferroni over a family of claims (one-sided p from each interval,
 read as normal): a verdict that rested on an interval the family-wise rule does not
 support becomes inconclusive.
@@ -33,7 +38,9 @@ EQUAL_ONLY = "at equal epochs only (fit speed)"
 EQUAL_UNMATCHED = "at equal epochs (no matched-fit interval with training randomness)"
 NOT_REPRODUCED = "not reproduced"
 REVERSED = "not reproduced (reversed at matched fit)"
+REVERSED_UTILITY = "not reproduced (reversed at matched utility)"
 INCONCLUSIVE = "inconclusive"
+DISAGREE = "inconclusive (matched criteria disagree)"
 NOT_MEASURED = "not measured"
 
 
@@ -96,6 +103,33 @@ def judge(equal: Evidence | None, matched: Evidence | None, direction: int = 1,
     return INCONCLUSIVE
 
 
+def side(e: Evidence | None, direction: int, threshold: float) -> int:
+    """+1: the interval (with training randomness) lies beyond the threshold; -1: entirely
+    on the other side; 0: it covers the threshold, or there is no usable interval."""
+    if e is None or not e.usable:
+        return 0
+    return 1 if _beyond(e, direction, threshold) else -1 if _short(e, direction, threshold) else 0
+
+
+def judge_criteria(equal: Evidence | None, primary: Evidence | None,
+                   others: dict[str, Evidence | None], direction: int = 1,
+                   threshold: float = 0.0, null: float = 0.0) -> tuple[str, list[str]]:
+    """(verdict, the criteria that disagree): `judge` at the primary matched criterion
+    (matched held-out accuracy; a reversal reads "reversed at matched utility"), made
+    "inconclusive (matched criteria disagree)" where the other matched criteria contradict
+    it (module docstring). The list names every criterion on the side opposite to another."""
+    v = judge(equal, primary, direction, threshold, null)
+    v = REVERSED_UTILITY if v == REVERSED else v
+    sides = {"primary": side(primary, direction, threshold),
+             **{k: side(e, direction, threshold) for k, e in others.items()}}
+    found = set(sides.values())
+    if {1, -1} <= found:
+        return DISAGREE, sorted(k for k, s in sides.items() if s != 0)
+    if v == EQUAL_ONLY and 1 in found:
+        return DISAGREE, sorted(["primary", *(k for k, s in sides.items() if s == 1)])
+    return v, []
+
+
 def judge_share(n_above: int, n_layers: int, n_models: int = 1) -> str:
     """"gamma/sigma > 1 in most BN layers": a count of layers in `n_models` trained
     models. One model is a description without training randomness, and half the layers
@@ -139,7 +173,7 @@ def holm(verdicts: list[str], beyond: list[float], short: list[float],
     for v, pb, ps in zip(verdicts, adj_b, adj_s):
         if v in (REPRODUCED, EQUAL_ONLY, EQUAL_UNMATCHED) and pb >= alpha:
             v = INCONCLUSIVE
-        elif v in (NOT_REPRODUCED, REVERSED) and ps >= alpha:
+        elif v in (NOT_REPRODUCED, REVERSED, REVERSED_UTILITY) and ps >= alpha:
             v = INCONCLUSIVE
         out.append(v)
     return out

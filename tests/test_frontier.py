@@ -1,0 +1,123 @@
+"""Privacy-utility frontiers between annealed endpoints (bnmem.frontier), where the truth is
+known: arms on one leakage-utility curve (BN only fits faster) differ at equal budgets and
+not at matched utility; an arm that overtrains is judged by its best run, and flagged."""
+import numpy as np
+import pytest
+
+from bnmem.config import ConfigError, budget_epochs, budget_recipe, load_config
+from bnmem.frontier import compare, draw_compare, overtraining, pareto_at, train_loss
+from bnmem.intervals import IntervalPlan
+
+
+def test_pareto_at_is_the_least_leakage_at_or_above_a_utility():
+    u, y = [0.70, 0.80, 0.80], [0.55, 0.60, 0.70]
+    assert pareto_at(u, y, 0.75) == pytest.approx(0.575)  # crossing of the first segment
+    assert pareto_at(u, y, 0.80) == pytest.approx(0.60)   # the longer run adds leakage only
+    assert pareto_at(u, y, 0.60) == pytest.approx(0.55)   # below the range: the best point
+    assert np.isnan(pareto_at(u, y, 0.85))                # never reached: no extrapolation
+    # a non-monotone curve: utility falls at the last budget, leakage keeps rising
+    assert pareto_at([0.6, 0.8, 0.7], [0.5, 0.6, 0.9], 0.75) == pytest.approx(0.575)
+
+
+def ends(u, y, fit=None, loss=None):
+    """Endpoints of one arm (budget order) with leakage y at held-out accuracy u."""
+    fit = fit if fit is not None else [v + 0.05 for v in u]
+    loss = loss if loss is not None else [1.0 - v for v in u]
+    return [{"out_acc_clean": a, "in_acc_clean": f, "train_loss": lo, "gen_gap": f - a,
+             "auc_all": b, "auc_clean": b, "tpr_low_all": b / 10, "fz_flipped": b - 0.5,
+             "fz_ood": b - 0.5, "in_acc_flipped": b, "in_acc_ood": b}
+            for a, b, f, lo in zip(u, y, fit, loss)]
+
+
+def curve(u):
+    return [0.5 + 2.0 * (v - 0.6) for v in u]  # one leakage-utility law for both arms
+
+
+def test_fit_speed_alone_differs_at_equal_budgets_not_at_matched_utility():
+    """The null 'BN just fits faster': both arms obey one leakage-utility law; BN reaches
+    more utility per budget. Equal budgets show a large difference, matched held-out
+    accuracy shows none, at the common point and over the overlap."""
+    bn_u, none_u = [0.70, 0.74, 0.78, 0.80], [0.62, 0.66, 0.70, 0.76]
+    bn, none = ends(bn_u, curve(bn_u)), ends(none_u, curve(none_u))
+    assert all(b["auc_all"] - n["auc_all"] > 0.05 for b, n in zip(bn, none))
+    r = draw_compare(bn, none, "heldout")
+    assert r["level"] == pytest.approx(0.76)
+    assert r["auc_all"] == pytest.approx(0.0, abs=1e-12)
+    assert r["auc_all_overlap"] == pytest.approx(0.0, abs=1e-12)
+    # a real effect: BN leaks 3 points more at every utility -> found at matched utility
+    bn_leaky = ends(bn_u, [v + 0.03 for v in curve(bn_u)])
+    r = draw_compare(bn_leaky, none, "heldout")
+    assert r["auc_all"] == pytest.approx(0.03) and r["auc_all_overlap"] == pytest.approx(0.03)
+
+
+def test_an_overtraining_arm_is_judged_by_its_best_run_and_flagged():
+    """`none` gains no held-out accuracy from 6 to 12 epochs while its AUC rises 4 points:
+    its frontier at its top utility is the 6-epoch run, and overtraining() names the step."""
+    none = ends([0.70, 0.76, 0.762], [0.55, 0.58, 0.62])
+    bn = ends([0.72, 0.78, 0.79], [0.57, 0.60, 0.66])
+    r = draw_compare(bn, none, "heldout")
+    # common point 0.762: none's least leakage at >= 0.762 is its last run (0.62) or the
+    # segment 6 -> 12 at 0.762 (= 0.62): no lower point reaches 0.762
+    assert r["level"] == pytest.approx(0.762)
+    bn_at = 0.57 + (0.762 - 0.72) / 0.06 * 0.03
+    assert r["auc_all"] == pytest.approx(bn_at - 0.62)
+    assert overtraining(none, [3, 6, 12]) == [
+        {"from": 6, "to": 12, "heldout_gain": pytest.approx(0.002), "auc_gain": pytest.approx(0.04)}]
+    assert overtraining(bn, [3, 6, 12]) == []
+
+
+def test_secondary_criteria_loss_and_gap():
+    u = [0.70, 0.74, 0.78]
+    a = ends(u, curve(u), fit=[0.72, 0.80, 0.90], loss=[0.9, 0.6, 0.3])
+    b = ends(u, curve(u), fit=[0.71, 0.75, 0.80], loss=[1.0, 0.8, 0.6])
+    # train loss: a reaches b's best loss (0.6) at its second run, where it leaks less
+    r = draw_compare(a, b, "loss")
+    assert r["level"] == pytest.approx(0.6)
+    assert r["auc_all"] == pytest.approx(curve([0.74])[0] - curve([0.78])[0])
+    # gap (fit - held-out): common gap min(0.12, 0.02) = 0.02, interpolated in budget order
+    g = draw_compare(a, b, "gap")
+    assert g["level"] == pytest.approx(0.02)
+    assert g["auc_all"] == pytest.approx(curve([0.70])[0] - curve([0.78])[0])
+    assert np.isnan(g["auc_all_overlap"])
+
+
+def test_compare_intervals_cover_and_name_every_criterion():
+    rng = np.random.default_rng(3)
+    bn_u, none_u = np.array([0.70, 0.74, 0.78, 0.80]), np.array([0.62, 0.66, 0.70, 0.76])
+    draws_a, draws_b = [], []
+    for r in range(41):  # row 0 = the point, then bootstrap-like draws
+        jit, ea, eb = (0, 0, 0) if r == 0 else rng.normal(0, 0.005, 3)
+        draws_a.append(ends(bn_u + jit, [v + ea for v in curve(bn_u + jit)]))
+        draws_b.append(ends(none_u - jit, [v + eb for v in curve(none_u - jit)]))
+    plan = IntervalPlan("both", 8, {"both": (1, 41)})
+    out = compare(draws_a, draws_b, plan)
+    assert set(out["criteria"]) == {"heldout", "fit", "loss", "gap"}
+    h = out["criteria"]["heldout"]["figures"]["auc_all"]["at_common"]
+    assert h["value"] == pytest.approx(0.0, abs=1e-12) and h["lo"] < 0 < h["hi"]
+    assert len(out["equal_budget"]) == 4 and out["equal_budget"][0]["auc_all"]["value"] > 0.1
+    assert len(out["curve"]["heldout"]) == 21
+
+
+def test_train_loss_is_cross_entropy():
+    logits = np.array([[[[2.0, 0.0, -1.0]]], [[[0.0, 0.0, 0.0]]]])  # [m=2, N=1, Q=1, C=3]
+    loss = train_loss(logits, np.array([0]))
+    ref = -np.log(np.exp(2.0) / (np.exp(2.0) + 1 + np.exp(-1.0)))
+    np.testing.assert_allclose(loss[:, 0], [ref, np.log(3.0)])
+
+
+def test_budgets_in_params(tmp_path):
+    import yaml
+    from conftest import ROOT
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["train"].update(epochs=4, warmup_epochs=2, checkpoints=[1])
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(params))
+    cfg = load_config(path)
+    assert budget_epochs(cfg) == (1, 2)  # 4 >= train.epochs: the 4-epoch run itself
+    short = budget_recipe(cfg, 2)
+    assert (short.train.epochs, short.train.warmup_epochs, short.train.checkpoints) == (2, 1, ())
+    assert short.train.lr == cfg.train.lr and short.shadow == cfg.shadow
+    params["shadow"]["budgets"] = [4, 2]
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match="shadow.budgets"):
+        load_config(path)
