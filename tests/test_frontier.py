@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from bnmem.config import ConfigError, budget_epochs, budget_recipe, load_config
-from bnmem.frontier import compare, draw_compare, overtraining, pareto_at, train_loss
+from bnmem.frontier import (compare, draw_compare, overtraining, pareto_at, pareto_grid,
+                            train_loss)
 from bnmem.intervals import IntervalPlan
 
 
@@ -17,6 +18,16 @@ def test_pareto_at_is_the_least_leakage_at_or_above_a_utility():
     assert np.isnan(pareto_at(u, y, 0.85))                # never reached: no extrapolation
     # a non-monotone curve: utility falls at the last budget, leakage keeps rising
     assert pareto_at([0.6, 0.8, 0.7], [0.5, 0.6, 0.9], 0.75) == pytest.approx(0.575)
+
+
+def test_pareto_grid_equals_pareto_at():
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        n = rng.integers(1, 6)
+        u, y = rng.random(n), rng.random(n)
+        levels = np.concatenate([rng.random(20) * 1.2 - 0.1, u, [np.nan]])
+        ref = np.array([pareto_at(u, y, g) for g in levels])
+        np.testing.assert_allclose(pareto_grid(u, y, levels), ref, rtol=0, atol=1e-12)
 
 
 def ends(u, y, fit=None, loss=None):

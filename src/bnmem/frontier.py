@@ -114,6 +114,20 @@ def pareto_at(u: np.ndarray, y: np.ndarray, level: float) -> float:
     return float(min(vals)) if vals else np.nan
 
 
+def pareto_grid(u: np.ndarray, y: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """pareto_at at every level at once (vectorized; tests check it against pareto_at)."""
+    u, y, lv = np.asarray(u, float), np.asarray(y, float), np.asarray(levels, float)[:, None]
+    if not (np.isfinite(u).all() and np.isfinite(y).all()):
+        return np.full(lv.shape[0], np.nan)
+    pts = np.where(u[None] >= lv - 1e-12, y[None], np.inf)
+    u0, u1, y0, y1 = u[:-1], u[1:], y[:-1], y[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where((u0 - lv) * (u1 - lv) < 0, y0 + (lv - u0) / (u1 - u0) * (y1 - y0), np.inf)
+    best = np.minimum(pts.min(1), cross.min(1) if cross.size else np.inf)
+    best[~np.isfinite(lv[:, 0])] = np.inf
+    return np.where(np.isfinite(best), best, np.nan)
+
+
 def _series(ends: list[dict], key: str, sign: float | None) -> np.ndarray:
     v = np.array([e[key] for e in ends], float)
     return v * sign if sign is not None else v
@@ -147,11 +161,12 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
         return out
     level, grid = common_point(ua, ub)
     out["level"] = level * sign
+    levels = np.concatenate([[level], grid])
     for f in figures:
         ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
-        out[f] = pareto_at(ua, ya, level) - pareto_at(ub, yb, level)
-        out[f"{f}_overlap"] = (float(np.mean([pareto_at(ua, ya, g) - pareto_at(ub, yb, g)
-                                              for g in grid])) if grid.size else np.nan)
+        d = pareto_grid(ua, ya, levels) - pareto_grid(ub, yb, levels)
+        out[f] = float(d[0])
+        out[f"{f}_overlap"] = float(np.mean(d[1:])) if grid.size else np.nan
     return out
 
 
@@ -187,9 +202,9 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     key, sign = CRITERIA[PRIMARY]
     ua0, ub0 = _series(draws_a[0], key, sign), _series(draws_b[0], key, sign)
     _, grid = common_point(ua0, ub0)
-    curve = np.array([[pareto_at(_series(a, key, sign), _series(a, "auc_all", None), g)
-                       - pareto_at(_series(b, key, sign), _series(b, "auc_all", None), g)
-                       for g in grid] for a, b in zip(draws_a, draws_b)]).reshape(len(draws_a), -1)
+    curve = np.array([pareto_grid(_series(a, key, sign), _series(a, "auc_all", None), grid)
+                      - pareto_grid(_series(b, key, sign), _series(b, "auc_all", None), grid)
+                      for a, b in zip(draws_a, draws_b)]).reshape(len(draws_a), -1)
     band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
     out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}

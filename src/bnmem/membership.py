@@ -20,7 +20,7 @@ import pandas as pd
 
 from bnmem.attack import (PairSignals, Signals, load_shadow, loo_lira, memorization,
                           run_attacks, signals)
-from bnmem import frontier
+from bnmem import frontier, grad_claims
 from bnmem.config import Config, budget_epochs
 from bnmem.io import InputError
 from bnmem.matched import load_epochs
@@ -149,6 +149,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
         for name, row in null.items():
             attack[arm][name]["null"] = row
     membership = _resampled(cfg, data, kind, variant)
+    membership["grads"] = _shadow_grads(data, shards, kind)
     for arm in shards:
         membership["arms"][arm]["null"] = nulls[arm][variant]
         # the headline TPR only where its false positives come from >= 10 distinct samples
@@ -189,6 +190,39 @@ def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarra
     return lira, {k: v.tolist() for k, v in d0["epoch"].items()}
 
 
+def _shadow_grads(data: dict, shards: dict[str, list[Path]], kind: np.ndarray) -> dict | None:
+    """The gradient claims' evidence over shadow models (bnmem.grad_claims): per arm and
+    corrupted kind the per-model ratios, per pair the ratio of ratios; None without
+    shadow.grad_models."""
+    from bnmem.corrupt import FLIPPED, OOD
+    per: dict = {}
+    for arm, paths in shards.items():
+        got = grad_claims.load_norms(paths)
+        if got is None:
+            return None
+        norms, ids = got
+        rows = np.searchsorted(data[arm]["model_ids"], ids)
+        keep = data[arm]["keep"][rows]
+        correct = [b["correct"][rows] for b in data[arm]["budgets"]] + [data[arm]["correct"][rows]]
+        if norms.shape[1] != len(correct):
+            raise InputError(f"{paths[0]}: grad_norms for {norms.shape[1]} endpoints, "
+                             f"{len(correct)} expected; re-run the shadow stage")
+        per[arm] = {"ids": ids, "heldout": grad_claims.heldout(correct, keep, kind),
+                    **{name: grad_claims.ratios(norms, keep, kind, code)
+                       for name, code in (("flipped", FLIPPED), ("ood", OOD))}}
+    out: dict = {"models": {a: v["ids"].tolist() for a, v in per.items()}, "arms": {}, "compare": {}}
+    for arm, v in per.items():
+        out["arms"][arm] = {"heldout": v["heldout"].tolist(), "flipped": v["flipped"].tolist(),
+                            "ood": v["ood"].tolist()}
+    for a, b in comparison_pairs(list(shards)):
+        if not np.array_equal(per[a]["ids"], per[b]["ids"]):
+            continue
+        for name in ("flipped", "ood"):
+            out["compare"][f"{a}_minus_{b}_{name}"] = grad_claims.compare(
+                per[a][name], per[a]["heldout"], per[b][name], per[b]["heldout"])
+    return out
+
+
 def _arm_data(sig: Signals, epochs: dict | None) -> dict:
     d = {"phi": sig.phi, "keep": sig.keep, "correct": sig.correct, "model_ids": sig.model_ids,
          "epoch_phi": None, "epoch_correct": None}
@@ -202,14 +236,17 @@ _JOB: tuple | None = None
 
 def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
-    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided) = task, _JOB
-    out = []
+    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows) = task, _JOB
+    out, caches = [], [{} for _ in range(len(data[arm]["budgets"]) + 1)]
     for r in rows:
+        lean = lean_rows[0] <= r < lean_rows[1]
         d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
-                     one_sided)
+                     one_sided, caches[-1], lean)
         # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
-        d["endpoints"] = [arm_draw(b, bps, [], counts[r], weights[r], kind, variant, one_sided)
-                          for b, bps in zip(data[arm]["budgets"], ps[f"{arm}/budgets"])]
+        d["endpoints"] = [arm_draw(b, bps, [], counts[r], weights[r], kind, variant, one_sided,
+                                   cache, lean)
+                          for b, bps, cache in zip(data[arm]["budgets"], ps[f"{arm}/budgets"],
+                                                   caches)]
         d["endpoints"].append({k: v for k, v in d.items() if k not in ("epoch", "endpoints")})
         out.append(d)
     return out
@@ -233,7 +270,10 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
 
     global _JOB  # read by forked workers: nothing is pickled but the results
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
-    _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided)
+    # procedure mixed reads the pairs+samples rows for TPR at low FPR only: those rows
+    # compute nothing else (bnmem.resample.arm_draw's lean)
+    lean_rows = plan.segments.get("both", (0, 0)) if plan.procedure == "mixed" else (0, 0)
+    _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows)
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     if workers > 1 and "fork" in mp.get_all_start_methods():

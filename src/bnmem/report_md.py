@@ -265,6 +265,8 @@ def _sign(row: dict, name: str) -> str:
 
 
 def _others_cell(row: dict) -> str:
+    if not any(k in (row.get("criteria") or {}) for k, _ in OTHER_CRITERIA):
+        return "—"
     return "; ".join(f"{label} {_crit_cell(row, k)} {_sign(row, k)}" for k, label in OTHER_CRITERIA)
 
 

@@ -97,20 +97,42 @@ def _fz(correct: np.ndarray, keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
     return float(np.average(score, weights=sw[ok]))
 
 
+EPOCH_FIGURES = ("fit", "auc_all", "in_acc_flipped", "in_acc_ood", "fz_flipped", "fz_ood")
+
+
+def _lira(cache: dict | None, key, ps: PairSignals, phi: np.ndarray, counts: np.ndarray,
+          variant: str, one_sided: bool) -> dict:
+    """lira_draw, memoized in `cache` for the unresampled pairs (all counts 1: the point and
+    every samples-only row share one set of scores; only the sample weights differ)."""
+    if cache is None or not (counts == 1).all():
+        return lira_draw(ps, phi, counts, variant, one_sided)
+    if key not in cache:
+        cache[key] = lira_draw(ps, phi, counts, variant, one_sided)
+    return cache[key]
+
+
 def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
              counts: np.ndarray, sw: np.ndarray, kind: np.ndarray, variant: str,
-             one_sided: bool) -> dict[str, float | np.ndarray]:
+             one_sided: bool, cache: dict | None = None, lean: bool = False
+             ) -> dict[str, float | np.ndarray]:
     """All figures of one arm in one draw (see the module docstring).
 
     data: {"phi" [m,N,Q], "keep" [m,N], "correct" [m,N], "epoch_phi" [m,E,N] | None,
     "epoch_correct" [m,E,N] | None, optionally "loss" [m,N] (per-pair cross-entropy: gives
-    train_loss)}.
+    train_loss)}. cache: a dict kept across draws of this `data` (memoizes the unresampled
+    pairs' scores). lean: the per-subset AUCs and the per-epoch figures are nan (all
+    samples' AUC and TPR, accuracies, memorization and loss are computed): the rows whose
+    design only TPR's interval reads (procedure `mixed`: the pairs+samples rows serve TPR
+    at low FPR alone, and it needs the utilities that locate a matched point).
     """
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
-    scores = lira_draw(ps_final, data["phi"], counts, variant, one_sided)
+    scores = _lira(cache, "final", ps_final, data["phi"], counts, variant, one_sided)
     out: dict = {"units": counts.size}
     for sub, code in SUBSETS.items():  # nan when no drawn model has another pair as shadows
+        if lean and code is not None:
+            out[f"auc_{sub}"] = np.nan
+            continue
         cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
         r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
              else {"auc": np.nan, "tpr": np.nan})
@@ -127,11 +149,14 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     if data.get("loss") is not None:  # mean cross-entropy on the training sets
         den = mw @ keep @ sw
         out["train_loss"] = float(mw @ (data["loss"] * keep) @ sw / den) if den > 0 else np.nan
-    if data.get("epoch_phi") is not None:
+    if data.get("epoch_phi") is not None and lean:
+        nan = np.full(data["epoch_phi"].shape[1], np.nan)
+        out["epoch"] = {k: nan for k in EPOCH_FIGURES}
+    elif data.get("epoch_phi") is not None:
         e_auc, e_fit, e_flip, e_ood, e_fzf, e_fzo = [], [], [], [], [], []
         for e, ps in enumerate(ps_epochs):
             c = data["epoch_correct"][:, e]
-            sc = lira_draw(ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
+            sc = _lira(cache, e, ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
             e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size))["auc"] if sc else np.nan)
             e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw, sw))
             e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw, sw))

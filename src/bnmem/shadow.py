@@ -85,6 +85,21 @@ def epoch_signals(labels: torch.Tensor):
     return track
 
 
+def endpoint_norms(cfg: Config, meta: dict, states: list[dict], x: torch.Tensor,
+                   y: torch.Tensor, device) -> np.ndarray:
+    """float32 [endpoints, N]: per-sample gradient norms (eval definition: running
+    statistics, each sample's loss on its own) of one shadow model at each endpoint."""
+    from bnmem.grads import grad_norms
+    from bnmem.pipeline import build
+    model = build(meta).to(device)
+    out = []
+    for state in states:
+        model.load_state_dict(state)
+        out.append(grad_norms(model, x.to(device), y.to(device), "eval",
+                              cfg.grads.chunk_size).norms)
+    return np.stack(out).astype(np.float32)
+
+
 def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
                 ids: list[int], workers: int) -> list[dict[str, np.ndarray]]:
     """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix) as one
@@ -102,12 +117,14 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
                                          workers=workers, track=track)
     device = resolve_device(cfg.train.device)
     logits = query_states(meta, states, x, s.queries, device)
-    budget_logits = []  # annealed endpoints: the same models (seeds, keep), shorter schedules
+    budget_logits, endpoint_states = [], []  # annealed endpoints: same models, shorter schedules
     for b in budget_epochs(cfg):
         short = budget_recipe(cfg, b)
         b_states, _, _ = train_stack(short, arm, x, y, keep[ids], meta, [a for a, _ in seeds],
                                      [o for _, o in seeds], workers=workers)
         budget_logits.append(query_states(meta, b_states, x, s.queries, device))
+        endpoint_states.append(b_states)
+    endpoint_states.append(states)
     out = []
     for k, (lg, hist, tr) in enumerate(zip(logits, hists, tracked)):
         arrays = {"logits": lg}
@@ -116,6 +133,9 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
         if budget_logits:
             arrays["budget_logits"] = np.stack([bl[k] for bl in budget_logits])
+        if ids[k] < s.grad_models:
+            arrays["grad_norms"] = endpoint_norms(cfg, meta, [st[k] for st in endpoint_states],
+                                                  x, y, device)
         out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
     return out
 
@@ -167,6 +187,10 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     if s.track_epochs:
         out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
         out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
+    grad_ids = [int(j) for j in ids if j < s.grad_models]
+    if grad_ids:
+        out["grad_norms"] = np.stack([done[j]["grad_norms"] for j in grad_ids])
+        out["grad_model_ids"] = np.asarray(grad_ids, dtype=np.int64)
     if budget_epochs(cfg):
         out["budget_logits"] = np.stack([done[int(j)]["budget_logits"] for j in ids]).astype(np.float32)
         out["budgets"] = np.asarray(budget_epochs(cfg), dtype=np.int64)

@@ -112,7 +112,8 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
                  y: torch.Tensor, subsets: list[np.ndarray], models: list[nn.Module],
                  order_seeds: list[int], device: torch.device,
                  track: Callable[[torch.Tensor], Any] | None = None,
-                 x_pad: torch.Tensor | None = None
+                 x_pad: torch.Tensor | None = None,
+                 on_epoch: Callable[[int, dict, list[dict]], None] | None = None
                  ) -> tuple[dict, list[list[dict]], list[list]]:
     """Train one stack (models sharing the step count); returns stacked state, histories
     and, with `track`, per model the list of track(eval logits [N, classes]) per epoch.
@@ -164,6 +165,8 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
                             "lr": lr, "seconds": seconds / k})
         log.info("stack of %d epoch %d: mean loss %.4f (%.1f s)", k, epoch + 1,
                  sum(loss_ep) / k, seconds)
+        if on_epoch is not None:  # the stacked state (not a copy: read it, do not keep it)
+            on_epoch(epoch + 1, net.state, [h[-1] for h in hist])
     return net.state, hist, tracked
 
 
@@ -205,7 +208,8 @@ def _pool_for_kernels(meta: dict, x: torch.Tensor, device: torch.device | str
 def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
                 meta: dict, init_seeds: list[int], order_seeds: list[int],
                 max_stack: int = 0, workers: int = 1,
-                track: Callable[[torch.Tensor], Any] | None = None
+                track: Callable[[torch.Tensor], Any] | None = None,
+                on_epoch: Callable[[int, list[dict], list[dict]], None] | None = None
                 ) -> tuple[list[dict], list[list[dict]], list[list]]:
     """Train K models of one arm at once; model k as pipeline.fit(cfg, arm, x[keep[k]], ...).
 
@@ -219,6 +223,9 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             torch single-threaded (torch's thread count is restored afterwards).
         track: called after every epoch with each model's eval-mode logits on the whole
             pool x ([N, classes], CPU); its results are returned per model and epoch.
+        on_epoch: LeNet, one stack only: called after every epoch with (epoch, each
+            model's CPU state_dict, each model's record of the epoch) (the target model's
+            per-epoch measurements and checkpoints, bnmem.targets.train_target).
     Returns:
         (state_dicts, histories, tracked): per model, a CPU state_dict loadable into
         pipeline.build(meta), fit's per-epoch records (loss, penalty, lr, seconds), and
@@ -246,12 +253,16 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     subsets = [np.flatnonzero(row) for row in keep]
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
     jobs = _jobs(steps, max_stack or len(keep), workers)
+    if on_epoch is not None and len(jobs) > 1:
+        raise ValueError("train_stack: on_epoch needs all models in one stack")
+    hook = None if on_epoch is None else (
+        lambda epoch, state, recs: on_epoch(epoch, unstack_states(state), recs))
 
     def run(part: list[int]) -> tuple[dict, list[list[dict]], list[list]]:
         models = [build(meta, seed=init_seeds[j]) for j in part]
         return _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc, y,
                             [subsets[j] for j in part], models, [order_seeds[j] for j in part],
-                            device, track, x_pad)
+                            device, track, x_pad, hook)
 
     results = map_single_threaded(run, jobs, workers)
     states: list[dict | None] = [None] * len(keep)

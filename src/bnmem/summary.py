@@ -215,14 +215,29 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
                None, criteria=crit(bn_pair, "auc_clean")),
     ]
     across = ((seeds or {}).get("delta_batchnorm_minus_none") or {}) if (seeds or {}).get("n", 1) > 1 else {}
+    shadow_grads = (membership.get("grads") or {}).get("compare") or {}
     for name in GRAD_KINDS:
         g = grads.get(f"batchnorm_minus_none_{name}") or {}
         eq = Evidence.of(g.get("equal_epochs"), training=False)
         if name == "flipped" and (across.get("grad_ratio_flipped_clean_ratio") or {}).get("lo") is not None:
             s = across["grad_ratio_flipped_clean_ratio"]  # t-interval over seeds: training runs
             eq = Evidence(s["mean"], s["lo"], s["hi"], True)
-        rows.append(_claim(f"{'Flipped' if name == 'flipped' else 'OOD'} samples have larger gradient norms under BN "
-                           f"({name}/clean median norm ratio, BN / none)", "matched fit", eq,
+        label = (f"{'Flipped' if name == 'flipped' else 'OOD'} samples have larger gradient "
+                 f"norms under BN ({name}/clean median norm ratio, BN / none")
+        sg = shadow_grads.get(f"batchnorm_minus_none_{name}")
+        if sg:  # shadow models: several training runs, paired by model id
+            n = sg["equal_epochs"]["models"]
+            rows.append(_claim(f"{label}; {n} shadow models per arm, their IN samples)", AT_FRONTIER,
+                               Evidence.of(sg["equal_epochs"], training=True),
+                               Evidence.of(g.get("matched_fit"), training=False), threshold=1.0,
+                               scale=1.0, unit="ratio",
+                               criteria={PRIMARY: Evidence.of(sg["matched_heldout"], training=True)}))
+            rows[-1]["equal_epochs"]["interval"] = rows[-1]["criteria"][PRIMARY]["interval"] = \
+                f"{n} models"
+            if rows[-1]["matched_fit"]:
+                rows[-1]["matched_fit"]["interval"] = "target model, samples"
+            continue
+        rows.append(_claim(f"{label})", "matched fit", eq,
                            Evidence.of(g.get("matched_fit"), training=False), threshold=1.0,
                            scale=1.0, unit="ratio"))
     if gamma:

@@ -17,7 +17,8 @@ from bnmem.config import load_config
 from bnmem.grads import grads_for_arm
 from bnmem.io import load_npz, save_json, save_npz, save_state
 from bnmem.membership import attack_one_arm
-from bnmem.pipeline import load_pool, train_arm
+from bnmem.pipeline import load_pool
+from bnmem.targets import train_arm
 from bnmem.replicates import arm_record
 from bnmem.shadow import resume_key, shadow_shard
 from bnmem.summary import gamma_sigma_summary

@@ -11,7 +11,8 @@ import pandas as pd
 from bnmem import cli
 from bnmem.config import load_config
 from bnmem.io import atomic_path, load_npz, save_json, save_state
-from bnmem.pipeline import load_pool, train_arm
+from bnmem.pipeline import load_pool
+from bnmem.targets import train_arm
 
 
 LIVE_KEYS = ("loss", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc", "test_acc", "lr")

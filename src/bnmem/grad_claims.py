@@ -1,0 +1,81 @@
+"""The gradient-norm claims with training randomness: per-sample gradient norms (eval
+definition) of the first `shadow.grad_models` shadow models of every arm at every annealed
+endpoint (bnmem.shadow), so "flipped samples have larger gradient norms under BN" is judged
+over several training runs, at equal epochs and at matched held-out accuracy.
+
+Per model j and endpoint: the ratio median(norm | IN flipped) / median(norm | IN clean) on the
+samples the model trained on (as the target model, trained on all of them). Arms are paired
+by model id (same keep mask and seeds), so per j the ratio of ratios arm / base is one
+training run's measurement; at matched held-out accuracy each model's log ratio is
+interpolated (budget order, linear) at the held-out accuracy both arms' model j reach (the
+lower of their best). The estimate is the geometric mean over the g models with a
+t-interval on the log scale (g - 1 degrees of freedom): the spread between training runs
+(which also carries their different samples) is the interval's whole source.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from bnmem.corrupt import CLEAN
+from bnmem.io import InputError, load_npz
+from bnmem.matched import at_fit
+
+
+def load_norms(paths: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """(grad_norms [g, E, N] in model-id order, their ids [g]) over an arm's shards; None
+    when the shards hold none (shadow.grad_models: 0)."""
+    parts = [load_npz(p, ("model_ids",)) for p in paths]
+    have = [z for z in parts if "grad_norms" in z]
+    if not have:
+        return None
+    norms = np.concatenate([z["grad_norms"] for z in have])
+    ids = np.concatenate([z["grad_model_ids"] for z in have])
+    if norms.ndim != 3 or norms.shape[0] != ids.size or not np.isfinite(norms).all():
+        raise InputError(f"{paths[0]}: grad_norms {norms.shape} malformed or non-finite; "
+                         "re-run the shadow stage")
+    order = np.argsort(ids)
+    return norms[order], ids[order]
+
+
+def ratios(norms: np.ndarray, keep: np.ndarray, kind: np.ndarray, code: int) -> np.ndarray:
+    """[g, E]: median(norm | IN & kind) / median(norm | IN & clean) per model and endpoint;
+    nan where a model has no IN sample of the kind. `keep` [g, N]: those models' rows."""
+    out = np.full(norms.shape[:2], np.nan)
+    for j in range(norms.shape[0]):
+        sk, sc = keep[j] & (kind == code), keep[j] & (kind == CLEAN)
+        if sk.any() and sc.any():
+            out[j] = np.median(norms[j][:, sk], 1) / np.median(norms[j][:, sc], 1)
+    return out
+
+
+def heldout(correct: list[np.ndarray], keep: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """[g, E]: each model's accuracy on the clean samples it did not train on, per endpoint
+    (`correct`: per endpoint, [g, N] bool with the training labels)."""
+    sel = ~keep & (kind == CLEAN)[None]
+    return np.stack([(c & sel).sum(1) / sel.sum(1) for c in correct], axis=1)
+
+
+def _geo(logs: np.ndarray) -> dict:
+    """Geometric mean and t-interval (95 %, log scale) over models; None values if any is nan."""
+    logs = np.asarray(logs, float)
+    if logs.size < 2 or not np.isfinite(logs).all():
+        return {"value": None, "lo": None, "hi": None, "interval": "models", "models": int(logs.size)}
+    m, se = logs.mean(), logs.std(ddof=1) / np.sqrt(logs.size)
+    h = student_t.ppf(0.975, logs.size - 1) * se
+    return {"value": float(np.exp(m)), "lo": float(np.exp(m - h)), "hi": float(np.exp(m + h)),
+            "interval": "models", "models": int(logs.size)}
+
+
+def compare(ra: np.ndarray, ua: np.ndarray, rb: np.ndarray, ub: np.ndarray) -> dict:
+    """Ratio of ratios a / b over the paired models: at the train.epochs endpoint and at
+    matched held-out accuracy (module docstring)."""
+    la, lb = np.log(ra), np.log(rb)
+    equal = la[:, -1] - lb[:, -1]
+    matched, levels = [], []
+    for j in range(la.shape[0]):
+        level = float(min(ua[j].max(), ub[j].max()))
+        levels.append(level)
+        matched.append(at_fit(ua[j], la[j], level)[0] - at_fit(ub[j], lb[j], level)[0])
+    return {"equal_epochs": _geo(equal), "matched_heldout": {**_geo(np.array(matched)),
+                                                             "levels": levels}}
