@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale
+.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale frontier
 
 setup: $(STAMP) data
 
@@ -80,3 +80,8 @@ grid: setup
 # over params.yaml, run in a worktree of HEAD, outputs and stage timings to results/fullscale/
 fullscale: setup
 	python tools/fullscale.py
+
+# the denser, longer privacy-utility frontier (README "Privacy-utility frontier"):
+# frontier.yaml over params.yaml, run in a worktree of HEAD, outputs to results/frontier_dense/
+frontier: setup
+	python tools/fullscale.py --config frontier.yaml --out results/frontier_dense --workdir /tmp/bnmem-frontier

@@ -28,7 +28,8 @@ def test_ratio_of_ratios_recovers_a_known_factor_and_its_null():
         est = out[point]
         assert est["value"] == pytest.approx(2.0, rel=0.05) and est["lo"] < 2.0 < est["hi"]
         assert est["lo"] > 1.5 and est["models"] == g
-    assert out["matched_heldout"]["levels"] == [0.76] * g
+    m = out["matched_heldout"]
+    assert m["level"] == pytest.approx(0.76) and m["positions"] == [pytest.approx(0.75), 2.0]
     # the null: both arms scale flipped norms alike -> the interval covers 1
     same, _ = synthetic(rng, g, n, kind, 6.0, [0.70, 0.78, 0.80])
     out = compare(rb, u_bn, ratios(same, keep, kind, 1), u_bn)
@@ -42,7 +43,9 @@ def test_matched_heldout_interpolates_each_model_in_budget_order():
     rb = np.array([[1.0, 1.5, 2.0], [1.0, 1.5, 2.0]])
     ub = np.array([[0.5, 0.6, 0.7], [0.5, 0.6, 0.7]])
     out = compare(ra, ua, rb, ub)
-    expect = np.exp(0.5 * np.log(2.0)) / 2.0  # log-linear: a at 0.7 = sqrt(2); b at 0.7 = 2
+    # a reaches 0.7 half-way from its first to its second endpoint: log-linear, sqrt(2);
+    # b at its last endpoint: 2
+    expect = np.exp(0.5 * np.log(2.0)) / 2.0
     assert out["matched_heldout"]["value"] == pytest.approx(expect)
     assert out["equal_epochs"]["value"] == pytest.approx(2.0)
     assert out["matched_heldout"]["lo"] == pytest.approx(expect)  # no spread between models
@@ -53,3 +56,16 @@ def test_heldout_counts_out_clean_samples_only():
     kind = np.array([0, 0, 0, 1])
     correct = [np.array([[False, True, False, True]])]
     np.testing.assert_allclose(heldout(correct, keep, kind), [[0.5]])
+
+
+def test_gradient_models_are_one_per_complementary_pair():
+    from bnmem.keep import keep_matrix
+    from bnmem.shadow import grad_model
+    chosen = [j for j in range(16) if grad_model(j, 4)]
+    assert chosen == [0, 2, 4, 6]
+    keep = keep_matrix(16, 1000, 0)
+    # no two chosen models are complements of each other (disjoint IN halves)
+    for a in chosen:
+        for b in chosen:
+            if a != b:
+                assert (keep[a] & keep[b]).any()

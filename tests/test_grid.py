@@ -44,7 +44,7 @@ def test_fit_rule_flags_an_arm_and_the_table_says_so(tmp_path):
     # re-judged by today's rule at the cell's threshold (4 points at 6 % outliers): the
     # matched interval [-2, +4] covers 4 points and excludes half the equal-epoch +10
     assert "| none | 4 | not evidence (flagged) | not evidence (flagged) |" in text
-    assert "| no | 4 | at equal epochs only (fit speed) | at equal epochs only (fit speed) |" in text
+    assert "| no | 4 | at equal epochs only (not at matched utility) | at equal epochs only (not at matched utility) |" in text
     assert "Cells finished: 2 of 12; total wall time 1.5 min." in text
     assert (tmp_path / "grid.png").stat().st_size > 5000
 

@@ -4,7 +4,7 @@ import pytest
 
 from bnmem.summary import claims
 from bnmem.verdict import (DISAGREE, EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED,
-                           NOT_REPRODUCED, REPRODUCED, REVERSED, REVERSED_UTILITY, Evidence,
+                           NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, REVERSED, REVERSED_UTILITY, Evidence,
                            holm, holm_adjust, judge, judge_criteria, judge_share, p_values)
 
 
@@ -195,4 +195,29 @@ def test_claims_use_the_frontier_as_primary():
     membership["frontier"]["compare"]["batchnorm_minus_none"] = fr(est(-0.02, -0.04, -0.005),
                                                                    est(0.02, 0.01, 0.03))
     rows = claims(membership, {}, None, None, 0.05, 0.01)
-    assert rows[0]["verdict"] == DISAGREE and rows[0]["disagree"] == ["fit", "gap", "heldout_overlap", "primary"]
+    assert rows[0]["verdict"] == DISAGREE
+    assert rows[0]["disagree"] == ["fit", "fit_overlap", "heldout_overlap", "primary"]
+    # train loss and gap are descriptive: contradicting the primary changes nothing
+    crit = membership["frontier"]["compare"]["batchnorm_minus_none"]["criteria"]
+    crit["fit"] = fr(est(-0.02, -0.04, -0.005), est(-0.02, -0.04, -0.005))["criteria"]["fit"]
+    crit["gap"] = fr(est(0.02, 0.01, 0.03), est(0.0, 0.0, 0.0))["criteria"]["heldout"]
+    crit["loss"] = crit["gap"]
+    assert claims(membership, {}, None, None, 0.05, 0.01)[0]["verdict"] == REVERSED_UTILITY
+    # the floor rule: where neither arm memorizes at the common point, no memorization
+    # claim can be tested there, whatever its interval
+    for f in crit["heldout"]["figures"].values():
+        f["arms_at_common"] = [0.02, 0.016]
+    rows = claims(membership, {}, None, None, 0.05, 0.01)
+    assert rows[0]["verdict"].startswith(NOT_TESTABLE + " (both arms' Feldman-Zhang on flipped "
+                                         "samples < 5 points there: 2.0, 1.6)")
+    assert rows[0]["p_beyond"] == rows[0]["p_short"] == 1.0
+    assert rows[2]["verdict"] == REVERSED_UTILITY  # AUC is no memorization score: no floor
+
+
+def test_ratio_p_values_read_on_the_log_scale():
+    """A ratio's interval is symmetric on the log scale (t-interval over models): its p
+    comes from there, not from a normal read on the ratio scale."""
+    e = est3(2.08, 1.11, 3.90)
+    p_lin, _ = p_values(e, 1, 1.0)
+    p_log, _ = p_values(e, 1, 1.0, log=True)
+    assert p_log < 0.025 < p_lin

@@ -1,14 +1,15 @@
 """The gradient-norm claims with training randomness: per-sample gradient norms (eval
-definition) of the first `shadow.grad_models` shadow models of every arm at every annealed
+definition) of `shadow.grad_models` shadow models of every arm, one per complementary pair
+(ids 0, 2, 4, ...: different pairs are independent halves of the pool), at every annealed
 endpoint (bnmem.shadow), so "flipped samples have larger gradient norms under BN" is judged
 over several training runs, at equal epochs and at matched held-out accuracy.
 
 Per model j and endpoint: the ratio median(norm | IN flipped) / median(norm | IN clean) on the
 samples the model trained on (as the target model, trained on all of them). Arms are paired
 by model id (same keep mask and seeds), so per j the ratio of ratios arm / base is one
-training run's measurement; at matched held-out accuracy each model's log ratio is
-interpolated (budget order, linear) at the held-out accuracy both arms' model j reach (the
-lower of their best). The estimate is the geometric mean over the g models with a
+training run's measurement; at matched held-out accuracy every model's log ratio is read
+where its arm's mean held-out accuracy reaches one common level (the lower of the two arms'
+best), linear between endpoints in budget order (a ratio is no leakage: no Pareto minimum). The estimate is the geometric mean over the g models with a
 t-interval on the log scale (g - 1 degrees of freedom): the spread between training runs
 (which also carries their different samples) is the interval's whole source.
 """
@@ -31,8 +32,8 @@ def load_norms(paths: list) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     norms = np.concatenate([z["grad_norms"] for z in have])
     ids = np.concatenate([z["grad_model_ids"] for z in have])
-    if norms.ndim != 3 or norms.shape[0] != ids.size or not np.isfinite(norms).all():
-        raise InputError(f"{paths[0]}: grad_norms {norms.shape} malformed or non-finite; "
+    if norms.ndim != 3 or norms.shape[0] != ids.size or np.isinf(norms).any():
+        raise InputError(f"{paths[0]}: grad_norms {norms.shape} malformed or infinite; "
                          "re-run the shadow stage")
     order = np.argsort(ids)
     return norms[order], ids[order]
@@ -45,7 +46,10 @@ def ratios(norms: np.ndarray, keep: np.ndarray, kind: np.ndarray, code: int) -> 
     for j in range(norms.shape[0]):
         sk, sc = keep[j] & (kind == code), keep[j] & (kind == CLEAN)
         if sk.any() and sc.any():
-            out[j] = np.median(norms[j][:, sk], 1) / np.median(norms[j][:, sc], 1)
+            nk, nc = norms[j][:, sk], norms[j][:, sc]
+            if np.isnan(nk).any() or np.isnan(nc).any():
+                raise InputError("grad_norms: nan on a model's IN sample; re-run the shadow stage")
+            out[j] = np.median(nk, 1) / np.median(nc, 1)
     return out
 
 
@@ -67,15 +71,27 @@ def _geo(logs: np.ndarray) -> dict:
             "interval": "models", "models": int(logs.size)}
 
 
+def _position(u: np.ndarray, level: float) -> float:
+    """The fractional endpoint index (0-based, budget order) where the arm's mean held-out
+    accuracy `u` [E] first reaches `level`, linear between endpoints; nan if it never does."""
+    return at_fit(u, np.arange(u.size, dtype=float), level)[0]
+
+
 def compare(ra: np.ndarray, ua: np.ndarray, rb: np.ndarray, ub: np.ndarray) -> dict:
     """Ratio of ratios a / b over the paired models: at the train.epochs endpoint and at
-    matched held-out accuracy (module docstring)."""
+    matched held-out accuracy: one common level for every model (the lower of the two
+    arms' best mean held-out accuracies), where each arm's mean reaches it (fractional
+    endpoint, budget order), each model's log ratio read there (module docstring)."""
     la, lb = np.log(ra), np.log(rb)
     equal = la[:, -1] - lb[:, -1]
-    matched, levels = [], []
-    for j in range(la.shape[0]):
-        level = float(min(ua[j].max(), ub[j].max()))
-        levels.append(level)
-        matched.append(at_fit(ua[j], la[j], level)[0] - at_fit(ub[j], lb[j], level)[0])
-    return {"equal_epochs": _geo(equal), "matched_heldout": {**_geo(np.array(matched)),
-                                                             "levels": levels}}
+    ma, mb = ua.mean(0), ub.mean(0)
+    level = float(min(ma.max(), mb.max()))
+    ta, tb = _position(ma, level), _position(mb, level)
+    if np.isfinite(ta) and np.isfinite(tb):
+        e = np.arange(la.shape[1], dtype=float)
+        matched = np.array([np.interp(ta, e, la[j]) - np.interp(tb, e, lb[j])
+                            for j in range(la.shape[0])])
+    else:
+        matched = np.full(la.shape[0], np.nan)
+    return {"equal_epochs": _geo(equal),
+            "matched_heldout": {**_geo(matched), "level": level, "positions": [ta, tb]}}

@@ -222,7 +222,7 @@ def frontier(membership: dict, path: Path) -> Path:
     axes[1, 0].set(xlabel="held-out accuracy", ylabel="TPR at FPR 1e-3", yscale="log",
                    title="low-FPR leakage vs held-out accuracy")
     axes[1, 1].set(xlabel="held-out accuracy", ylabel="AUC difference (Pareto frontiers)",
-                   title="arm - none at equal held-out accuracy (95 % band)")
+                   title="arm - none at equal held-out accuracy (pointwise 95 % band)")
     axes[1, 1].axhline(0.0, color="grey", lw=0.6)
     for ax in axes.ravel():
         ax.grid(alpha=0.3)

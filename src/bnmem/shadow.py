@@ -85,19 +85,28 @@ def epoch_signals(labels: torch.Tensor):
     return track
 
 
+def grad_model(model_id: int, grad_models: int) -> bool:
+    """Whether a shadow model's gradient norms are recorded: one model per complementary
+    pair (even ids) of the first `grad_models` pairs."""
+    return model_id % 2 == 0 and model_id < 2 * grad_models
+
+
 def endpoint_norms(cfg: Config, meta: dict, states: list[dict], x: torch.Tensor,
-                   y: torch.Tensor, device) -> np.ndarray:
+                   y: torch.Tensor, device, rows: np.ndarray) -> np.ndarray:
     """float32 [endpoints, N]: per-sample gradient norms (eval definition: running
-    statistics, each sample's loss on its own) of one shadow model at each endpoint."""
+    statistics, each sample's loss on its own) of one shadow model at each endpoint, on
+    the samples it trained on (`rows`, bool [N]; nan elsewhere: the claims read IN
+    samples only)."""
     from bnmem.grads import grad_norms
     from bnmem.pipeline import build
     model = build(meta).to(device)
-    out = []
-    for state in states:
+    idx = torch.as_tensor(np.flatnonzero(rows))
+    xs, ys = x[idx].to(device), y[idx].to(device)
+    out = np.full((len(states), len(y)), np.nan, np.float32)
+    for e, state in enumerate(states):
         model.load_state_dict(state)
-        out.append(grad_norms(model, x.to(device), y.to(device), "eval",
-                              cfg.grads.chunk_size).norms)
-    return np.stack(out).astype(np.float32)
+        out[e, idx.numpy()] = grad_norms(model, xs, ys, "eval", cfg.grads.chunk_size).norms
+    return out
 
 
 def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
@@ -133,9 +142,9 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
         if budget_logits:
             arrays["budget_logits"] = np.stack([bl[k] for bl in budget_logits])
-        if ids[k] < s.grad_models:
+        if grad_model(ids[k], s.grad_models):
             arrays["grad_norms"] = endpoint_norms(cfg, meta, [st[k] for st in endpoint_states],
-                                                  x, y, device)
+                                                  x, y, device, keep[ids[k]])
         out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
     return out
 
@@ -187,7 +196,7 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     if s.track_epochs:
         out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
         out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
-    grad_ids = [int(j) for j in ids if j < s.grad_models]
+    grad_ids = [int(j) for j in ids if grad_model(j, s.grad_models)]
     if grad_ids:
         out["grad_norms"] = np.stack([done[j]["grad_norms"] for j in grad_ids])
         out["grad_model_ids"] = np.asarray(grad_ids, dtype=np.int64)

@@ -10,8 +10,8 @@ from bnmem.corrupt import CLEAN, KINDS
 from bnmem.intervals import percentile_ci
 from bnmem.matched import at_fit, common_fit
 from bnmem.frontier import LABELS, PRIMARY
-from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, NOT_REPRODUCED, REVERSED, Evidence,
-                           holm, judge, judge_criteria, judge_share, p_values)
+from bnmem.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, NOT_REPRODUCED, NOT_TESTABLE, REVERSED,
+                           Evidence, holm, judge, judge_criteria, judge_share, p_values)
 
 GRAD_KINDS = {k: v for k, v in KINDS.items() if v != CLEAN}
 
@@ -109,7 +109,8 @@ def _ev_dict(e: Evidence | None) -> dict | None:
 def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
            direction: int = 1, threshold: float = 0.0, scale: float = 100.0,
            unit: str = "points", arms: tuple[str, ...] = ("batchnorm", "none"),
-           criteria: dict[str, Evidence | None] | None = None) -> dict:
+           criteria: dict[str, Evidence | None] | None = None,
+           floor: tuple[float, list | None, str] | None = None) -> dict:
     """One claims-table row: the evidence and the verdict (bnmem.verdict).
 
     With `criteria` (the annealed-endpoint frontier, bnmem.frontier: {PRIMARY: matched
@@ -117,7 +118,9 @@ def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
     verdict is judge_criteria at the primary criterion and `matched` (the within-run
     per-epoch matched fit) is a secondary view only; without them, the within-run matched
     fit is judged (`at` says which). at="equal epochs" judges a claim about the end of
-    training (accuracy) there."""
+    training (accuracy) there. `floor` (value, [arm's, base's value at the primary's common
+    point], name): a memorization claim where both arms lie below the floor there cannot
+    be tested at matched utility (neither memorizes) and says so."""
     null = 1.0 if unit == "ratio" else 0.0
     disagree: list[str] = []
     if at == "equal epochs":  # a claim about the end of training: no matched point
@@ -126,10 +129,15 @@ def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
         decisive = equal
     elif criteria is not None and criteria.get(PRIMARY) is not None:
         primary = criteria[PRIMARY]
-        others = {k: e for k, e in criteria.items() if k != PRIMARY}
+        others = {k: e for k, e in criteria.items() if k in DECISIVE_OTHERS}
         verdict, disagree = judge_criteria(equal, primary, others, direction, threshold, null)
         decisive = (equal if verdict in (EQUAL_ONLY, EQUAL_UNMATCHED) or not primary.usable
                     else primary)
+        if floor is not None and floor[1] is not None and all(
+                v is not None and v < floor[0] for v in floor[1]):
+            verdict = (f"{NOT_TESTABLE} (both arms' {floor[2]} < {100 * floor[0]:.0f} points "
+                       "there: " + ", ".join(f"{100 * v:.1f}" for v in floor[1]) + ")")
+            decisive, disagree = None, []
     else:
         verdict = judge(equal, matched, direction, threshold, null)
         decisive = (equal if verdict in (EQUAL_ONLY, EQUAL_UNMATCHED)
@@ -137,7 +145,7 @@ def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
     ev = {"equal_epochs": _ev_dict(equal), "matched_fit": _ev_dict(matched)}
     if criteria is not None:
         ev["criteria"] = {k: _ev_dict(e) for k, e in criteria.items()}
-    p_beyond, p_short = p_values(decisive, direction, threshold)
+    p_beyond, p_short = p_values(decisive, direction, threshold, log=unit == "ratio")
     return {"claim": text, "judged_at": at, "arms": list(arms), "direction": direction,
             "threshold": threshold, "scale": scale, "unit": unit, **ev, "verdict": verdict,
             "disagree": disagree, "p_beyond": p_beyond, "p_short": p_short}
@@ -155,10 +163,24 @@ def frontier_criteria(membership: dict, pair: str, figure: str) -> dict[str, Evi
     def ev(name: str, where: str = "at_common") -> Evidence | None:
         return Evidence.of(crit[name]["figures"][figure][where], training=True)
     return {PRIMARY: ev(PRIMARY), f"{PRIMARY}_overlap": ev(PRIMARY, "overlap"),
-            "fit": ev("fit"), "loss": ev("loss"), "gap": ev("gap")}
+            "fit": ev("fit"), "fit_overlap": ev("fit", "overlap"), "loss": ev("loss"),
+            "gap": ev("gap")}
 
 
 AT_FRONTIER = f"{LABELS[PRIMARY]} (annealed endpoints)"
+# the other criteria the disagreement rule reads (fixed in advance: the primary over its
+# overlap, matched fit at its common point and over its overlap); train loss and the
+# generalization gap are reported, not judged: both partly measure the memorization tested
+DECISIVE_OTHERS = (f"{PRIMARY}_overlap", "fit", "fit_overlap")
+MEM_FLOOR = 0.05  # memorization claims: both arms below 5 points at the common point -> not testable
+
+
+def mem_floor(membership: dict, pair: str, figure: str, name: str) -> tuple | None:
+    """(MEM_FLOOR, the two arms' values at the primary's common point, name) or None."""
+    c = ((membership.get("frontier") or {}).get("compare") or {}).get(pair)
+    if not c:
+        return None
+    return MEM_FLOOR, c["criteria"][PRIMARY]["figures"][figure].get("arms_at_common"), name
 AT_WITHIN = "matched fit (within-run epochs)"
 
 
@@ -203,10 +225,12 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
         _claim("BN memorizes flipped labels more (Feldman-Zhang: shadow models' accuracy on "
                "flipped samples with the flipped label when IN minus when OUT, BN - none)",
                at, ev(bn, "equal_epochs", "fz_flipped"), ev(bn, "matched_fit", "fz_flipped"),
-               criteria=crit(bn_pair, "fz_flipped")),
+               criteria=crit(bn_pair, "fz_flipped"),
+               floor=mem_floor(membership, bn_pair, "fz_flipped", "Feldman-Zhang on flipped samples")),
         _claim("BN memorizes OOD images more (Feldman-Zhang IN - OUT on OOD samples, BN - none)",
                at, ev(bn, "equal_epochs", "fz_ood"), ev(bn, "matched_fit", "fz_ood"),
-               criteria=crit(bn_pair, "fz_ood")),
+               criteria=crit(bn_pair, "fz_ood"),
+               floor=mem_floor(membership, bn_pair, "fz_ood", "Feldman-Zhang on OOD samples")),
         _claim(f"BN raises LiRA AUC by >= {100 * need:.0f} points at {rate:.0%} outliers "
                f"({membership.get('variant')}, all samples; {auc_key})", at,
                ev(bn, "equal_epochs", auc_eq), ev(bn, "matched_fit", "auc_identity"),
@@ -252,7 +276,8 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
                "samples, reg - BN)", AT_FRONTIER if crit(reg_pair, "fz_flipped") else AT_WITHIN,
                ev(reg, "equal_epochs", "fz_flipped"), ev(reg, "matched_fit", "fz_flipped"),
                direction=-1, arms=("batchnorm_reg", "batchnorm"),
-               criteria=crit(reg_pair, "fz_flipped")),
+               criteria=crit(reg_pair, "fz_flipped"),
+               floor=mem_floor(membership, reg_pair, "fz_flipped", "Feldman-Zhang on flipped samples")),
         _claim("... while keeping accuracy within 1 point (shadows' accuracy on clean samples "
                "they did not train on, reg - BN, final epoch)", "equal epochs",
                ev(reg, "equal_epochs", "out_acc_clean"), None, threshold=-0.01,

@@ -9,7 +9,7 @@ matched point (matched fit / utility) is the primary criterion, stated in advanc
   whatever equal epochs say ("not reproduced (reversed at matched fit)" when it also lies
   on the other side of no effect, 0 for a difference and 1 for a ratio: the opposite
   effect);
-- at equal epochs only (fit speed): the equal-epoch interval lies beyond the threshold,
+- at equal epochs only (not at matched utility): the equal-epoch interval lies beyond the threshold,
   the matched one covers the threshold and excludes half the equal-epoch effect (its
   claimed-side end is nearer the threshold than half-way to the equal-epoch estimate): at
   matched fit most of the effect is gone. A matched interval too wide to say so is
@@ -18,8 +18,10 @@ matched point (matched fit / utility) is the primary criterion, stated in advanc
   beyond the threshold where nothing matched was measured;
 - inconclusive: anything else, including evidence whose interval resamples samples only;
 - not measured: no evidence.
-`judge_criteria` adds the other matched criteria (bnmem.frontier: fit, train loss,
-generalization gap, the primary averaged over the overlap): where one of them lies beyond
+`judge_criteria` adds the other matched criteria (bnmem.frontier: the primary averaged
+over the overlap, matched fit at its common point and over its overlap; train loss and
+generalization gap are descriptive only, since both partly measure the memorization under
+test): where one of them lies beyond
 the threshold and another (or the primary) entirely on the other side, or the primary says
 "at equal epochs only" while another says beyond, the criteria disagree and the verdict is
 "inconclusive (matched criteria disagree)", never the most favourable one.
@@ -29,18 +31,20 @@ support becomes inconclusive.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from scipy.stats import norm
 
 REPRODUCED = "reproduced"
-EQUAL_ONLY = "at equal epochs only (fit speed)"
+EQUAL_ONLY = "at equal epochs only (not at matched utility)"
 EQUAL_UNMATCHED = "at equal epochs (no matched-fit interval with training randomness)"
 NOT_REPRODUCED = "not reproduced"
 REVERSED = "not reproduced (reversed at matched fit)"
 REVERSED_UTILITY = "not reproduced (reversed at matched utility)"
 INCONCLUSIVE = "inconclusive"
 DISAGREE = "inconclusive (matched criteria disagree)"
+NOT_TESTABLE = "not testable at matched utility"
 NOT_MEASURED = "not measured"
 
 
@@ -143,12 +147,20 @@ def judge_share(n_above: int, n_layers: int, n_models: int = 1) -> str:
     return REPRODUCED if n_above > n_layers / 2 else NOT_REPRODUCED
 
 
-def p_values(e: Evidence | None, direction: int, threshold: float) -> tuple[float, float]:
+def p_values(e: Evidence | None, direction: int, threshold: float,
+             log: bool = False) -> tuple[float, float]:
     """One-sided p of (not beyond, not short) of the threshold from a 95 % interval read
-    as normal (half-width 1.96 sd); (1, 1) without a usable interval."""
+    as normal (half-width 1.96 sd); with `log` (ratios, whose intervals are symmetric on
+    the log scale) value, ends and threshold are read on the log scale. (1, 1) without a
+    usable interval."""
     if e is None or not e.usable or e.hi <= e.lo:
         return 1.0, 1.0
-    z = direction * (e.value - threshold) / ((e.hi - e.lo) / (2 * 1.959964))
+    v, lo, hi, t = e.value, e.lo, e.hi, threshold
+    if log:
+        if min(v, lo, hi, t) <= 0:
+            return 1.0, 1.0
+        v, lo, hi, t = (math.log(a) for a in (v, lo, hi, t))
+    z = direction * (v - t) / ((hi - lo) / (2 * 1.959964))
     return float(norm.sf(z)), float(norm.cdf(z))
 
 
