@@ -132,10 +132,12 @@ def main() -> None:
     p.add_argument("--config", default="fullscale.yaml")
     p.add_argument("--out", default="results/fullscale")
     p.add_argument("--workdir", default="/tmp/bnmem-fullscale")
+    p.add_argument("--ref", default="HEAD", help="the commit to run (default HEAD); e.g. an "
+                   "older one to time it against HEAD with the same tool")
     args = p.parse_args()
-    overrides = yaml.safe_load((ROOT / args.config).read_text())
+    overrides = yaml.safe_load((ROOT / args.config).read_text()) or {}
     workdir, out = Path(args.workdir), ROOT / args.out
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+    head = subprocess.run(["git", "rev-parse", args.ref], cwd=ROOT, capture_output=True,
                           text=True, check=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "src", "stages", "dvc.yaml"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -164,7 +166,7 @@ def main() -> None:
     timing = {"commit": head, "overrides": overrides, "wall_seconds": round(wall, 1),
               "peak_pss_mib": peak, "cpu": _cpu(), "stages": rows}
     (out / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
-    lines = [f"# Full-scale run: wall time and memory per stage", "",
+    lines = ["# Full-scale run: wall time and memory per stage", "",
              f"`python tools/fullscale.py --config {args.config}` at {head[:7]} on {_cpu()}; "
              f"total wall **{wall / 60:.1f} min**, peak memory (PSS) of the process tree "
              f"**{peak / 1024:.2f} GiB**.", "",
@@ -177,9 +179,14 @@ def main() -> None:
 
 def _cpu() -> str:
     try:
-        name = next(l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                    if l.startswith("model name"))
-    except (OSError, StopIteration):
+        info = {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+        name = info["model name"]
+        if "cpu family" in info and "model" in info:  # lscpu's model name alone can be vague
+            name += f" (family {info['cpu family']}, model {info['model']})"
+    except (OSError, KeyError):
         name = "unknown CPU"
     return f"{name}, {os.cpu_count()} cores"
 
