@@ -1,5 +1,5 @@
-"""Default pipeline, per stage: `dvc repro` of the default params timed stage by stage
-(tools/fullscale.py, bench/default.yaml: no override) at a baseline commit and at HEAD, in
+"""Default pipeline, per stage: `dvc repro -f` of the default params timed stage by stage
+(tools/fullscale.py --force, bench/default.yaml: no override) at a baseline commit and at HEAD, in
 the same session on the same machine, side by side.
 
     python bench/bench_stages.py [--baseline REF]     # default baseline: 93eeb3a (before
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def timed(ref: str, tag: str) -> dict:
     out = Path(f"/tmp/bnmem-stages-{tag}")
     subprocess.run([sys.executable, str(ROOT / "tools/fullscale.py"), "--config",
-                    "bench/default.yaml", "--ref", ref, "--out", str(out), "--workdir",
+                    "bench/default.yaml", "--force", "--ref", ref, "--out", str(out), "--workdir",
                     f"/tmp/bnmem-stages-work-{tag}"], cwd=ROOT, check=True)
     return json.loads((out / "timing.json").read_text())
 
@@ -33,7 +33,8 @@ def main() -> None:
     sec = {r["stage"]: r["seconds"] for r in base["stages"]}
     lines = ["# Default pipeline per stage (bench/bench_stages.py)", "",
              f"`python bench/bench_stages.py --baseline {args.baseline}` on {head['cpu']}: "
-             "`dvc repro` of the default params in a fresh worktree each (tools/fullscale.py), "
+             "`dvc repro -f` of the default params in a fresh worktree each (tools/fullscale.py "
+             "--force), "
              f"baseline {base['commit'][:7]} then HEAD {head['commit'][:7]}, one after the "
              "other in one session.", "",
              "| stage | baseline (s) | HEAD (s) |", "|---|---:|---:|"]

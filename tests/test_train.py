@@ -107,3 +107,39 @@ def test_warmup_ramps_linearly_then_follows_the_schedule():
     assert [lr_at(warm, s, total) for s in range(10)] == pytest.approx(
         [lr_at(base, s, total) * (s + 1) / 10 for s in range(10)])
     assert all(lr_at(warm, s, total) == lr_at(base, s, total) for s in range(10, total))
+
+
+def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
+    """A LeNet target model is the stacked trainer's model with keep all True and seeds
+    (seed, seed), bit for bit, its per-epoch records measured with the C eval forward; a
+    non-LeNet arch keeps the plain loop."""
+    import yaml
+
+    from bnmem.config import load_config
+    from bnmem.pipeline import model_meta, tensors
+    from bnmem.stacked import predict_states, train_stack
+    from bnmem.targets import train_target
+    from conftest import ROOT
+    rng = np.random.default_rng(0)
+    n = 160
+    pool = {"x": rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
+            "y_train": rng.integers(0, 10, n).astype(np.int64),
+            "kind": np.zeros(n, np.int8)}
+    pool["y_clean"] = pool["y_train"].copy()
+    test = {"x": rng.integers(0, 256, (40, 1, 28, 28), dtype=np.uint8),
+            "y": rng.integers(0, 10, 40).astype(np.int64)}
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params.update(arms=["batchnorm"], seed=3)
+    params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    cfg = load_config(tmp_path / "p.yaml")
+    model, history, meta = train_target(cfg, "batchnorm", pool, test)
+    x, y = tensors(pool, cfg.dataset)
+    states, hists, _ = train_stack(cfg, "batchnorm", x, y, np.ones((1, n), bool),
+                                   model_meta(cfg, "batchnorm", 1, 28), [3], [3])
+    for k, v in states[0].items():
+        torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)
+    assert [h["loss"] for h in history] == [h["loss"] for h in hists[0]]
+    pred = predict_states(meta, states, x)[0].argmax(1).numpy()
+    assert history[-1]["clean_train_acc"] == float((pred == pool["y_train"]).mean())
+    assert len(history) == 2 and {"test_acc", "flipped_mem_acc", "lr"} <= set(history[0])

@@ -76,10 +76,11 @@ class Monitor:
             time.sleep(0.2)
 
 
-def run(workdir: Path, log: Path) -> tuple[list[dict], int, int]:
-    """`dvc repro` in workdir; ([{stage, seconds, peak_pss_mib}], total peak, return code)."""
+def run(workdir: Path, log: Path, force: bool = False) -> tuple[list[dict], int, int]:
+    """`dvc repro` (`-f` with `force`: every stage, also those whose committed outputs are
+    up to date) in workdir; ([{stage, seconds, peak_pss_mib}], total peak, return code)."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src")}  # the worktree's bnmem, not ours
-    proc = subprocess.Popen(["dvc", "repro"], cwd=workdir, env=env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(["dvc", "repro", *(["-f"] if force else [])], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     mon, rows, t_stage = Monitor(proc.pid), [], time.perf_counter()
     with open(log, "w") as out:
@@ -132,6 +133,8 @@ def main() -> None:
     p.add_argument("--config", default="fullscale.yaml")
     p.add_argument("--out", default="results/fullscale")
     p.add_argument("--workdir", default="/tmp/bnmem-fullscale")
+    p.add_argument("--force", action="store_true", help="dvc repro -f: run every stage, also "
+                   "those whose committed outputs are already up to date (timing)")
     p.add_argument("--ref", default="HEAD", help="the commit to run (default HEAD); e.g. an "
                    "older one to time it against HEAD with the same tool")
     args = p.parse_args()
@@ -153,7 +156,7 @@ def main() -> None:
     print(f"running the pipeline in {workdir} (HEAD {head[:7]}); log: {workdir}/repro.log",
           flush=True)
     t0 = time.perf_counter()
-    rows, peak, rc = run(workdir, workdir / "repro.log")
+    rows, peak, rc = run(workdir, workdir / "repro.log", args.force)
     wall = time.perf_counter() - t0
     if rc != 0:
         sys.exit(f"dvc repro failed (exit {rc}); see {workdir}/repro.log (nothing copied)")
