@@ -40,7 +40,8 @@ def test_fit_rule_flags_an_arm_and_the_table_says_so(tmp_path):
     recs = [{"cell": "a", "wall_s": 60.0, **row}, {"cell": "b", "wall_s": 30.0, **ok}]
     grid.report(recs, spec, tmp_path / "grid.md", tmp_path / "grid.png")
     text = (tmp_path / "grid.md").read_text()
-    assert "| a | batchnorm − none | +0.100 [+0.050, +0.150] | +0.010 [-0.020, +0.040] | covers 0 |" in text
+    assert ("| a | batchnorm − none | +0.100 [+0.050, +0.150] | +0.010 [-0.020, +0.040] "
+            "(within-run fit) | covers 0 |") in text
     # re-judged by today's rule at the cell's threshold (4 points at 6 % outliers): the
     # matched interval [-2, +4] covers 4 points and excludes half the equal-epoch +10
     assert "| none | 4 | not evidence (flagged) | not evidence (flagged) |" in text

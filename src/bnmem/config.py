@@ -115,7 +115,8 @@ class ShadowConfig:
     # counts at or above train.epochs are that run itself: `budget_epochs`)
     budgets: tuple[int, ...] = (1, 2, 4)
     # per-sample gradient norms (eval definition) of grad_models shadow models, one per
-    # complementary pair, at every endpoint: the gradient claims over training runs (0 = none)
+    # complementary pair (at most n_models / 2), at every endpoint: the gradient claims
+    # over training runs (0 = none)
     grad_models: int = 4
     backend: str = "local"  # local | dask (the scheduler DASK_SCHEDULER_ADDRESS names)
     resources: dict[str, float] = field(default_factory=dict)  # dask: per task, e.g. {GPU: 0.25}
@@ -321,9 +322,9 @@ def validate(cfg: Config) -> Config:
         _check(bool(QUERY_RE.match(q)), "shadow.queries", "identity | hflip | shift_<dx>_<dy>", q)
     _check(s.workers >= 1, "shadow.workers", "an integer >= 1", s.workers)
     _check(s.chunk >= 1, "shadow.chunk", "an integer >= 1", s.chunk)
-    _check(0 <= s.grad_models <= s.n_models // 2 and s.grad_models != 1, "shadow.grad_models",
-           f"0 or an integer in [2, shadow.n_models / 2 = {s.n_models // 2}] (one model per "
-           "complementary pair)", s.grad_models)
+    _check(s.grad_models >= 0 and s.grad_models != 1, "shadow.grad_models",
+           "0 or an integer >= 2 (models, one per complementary pair; at most "
+           "shadow.n_models / 2 are used)", s.grad_models)
     _check(all(b >= 1 for b in s.budgets) and list(s.budgets) == sorted(set(s.budgets)),
            "shadow.budgets", "increasing epoch counts >= 1, e.g. [1, 2, 4]; [] = no frontier",
            list(s.budgets))

@@ -256,8 +256,9 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
                                Evidence.of(g.get("matched_fit"), training=False), threshold=1.0,
                                scale=1.0, unit="ratio",
                                criteria={PRIMARY: Evidence.of(sg["matched_heldout"], training=True)}))
-            rows[-1]["equal_epochs"]["interval"] = rows[-1]["criteria"][PRIMARY]["interval"] = \
-                f"{n} models"
+            for d in (rows[-1]["equal_epochs"], rows[-1]["criteria"][PRIMARY]):
+                if d:
+                    d["interval"] = f"{n} models"
             if rows[-1]["matched_fit"]:
                 rows[-1]["matched_fit"]["interval"] = "target model, samples"
             continue
