@@ -26,6 +26,7 @@ from bnmem.membership import headline_variant
 from bnmem.rmia import rmia_scores
 from bnmem.rng import SALT
 from bnmem.roc import FPR_LEVELS, operating_support, roc_points, roc_summary
+from bnmem.shadow import query_states
 from bnmem.views import query
 
 LN10 = float(np.log(10.0))
@@ -41,10 +42,18 @@ class TargetSignals:
 
 
 def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
-                   queries: tuple[str, ...]) -> TargetSignals:
-    """The target's signals on the pool, with the shadow stage's query views (eval mode)."""
+                   queries: tuple[str, ...], meta: dict | None = None) -> TargetSignals:
+    """The target's signals on the pool, with the shadow stage's query views (eval mode).
+
+    With the model's spec (`meta`) a LeNet is queried as the shadows are, through the C
+    eval forward (bnmem.shadow.query_states: the same logits on every CPU vendor); other
+    models through PyTorch's forward."""
     identity = queries.index("identity") if "identity" in queries else 0
-    phi, logp, correct = signals(query(model, x, queries)[None], labels, identity)
+    if meta is not None and meta.get("arch") == "lenet":
+        logits = query_states(meta, [model.state_dict()], x, queries)
+    else:
+        logits = query(model, x, queries)[None]
+    phi, logp, correct = signals(logits, labels, identity)
     return TargetSignals(phi[0], logp[0], correct[0])
 
 
@@ -233,11 +242,13 @@ def reference_arm(arms: list[str] | tuple[str, ...]) -> str:
 
 def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
                   nets: dict[str, nn.Module], shards: dict[str, list[Path]],
-                  own: tuple[nn.Module, np.ndarray | None, dict] | None = None
+                  own: tuple[nn.Module, np.ndarray | None, dict] | None = None,
+                  metas: dict[str, dict] | None = None
                   ) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """The exposure stage: every arm's target model (and `own` = (your model, membership
     [N] or None, provenance), scored against the shadows of audit.target_arm) against its
-    arm's shadows. Returns (results/exposure.json, {name: arrays for data/exposure/})."""
+    arm's shadows; `metas` ({arm: model spec}) routes LeNets through the C forward.
+    Returns (results/exposure.json, {name: arrays for data/exposure/})."""
     labels, kind = pool["y_train"], pool["kind"]
     index = pool.get("index", np.arange(labels.size))
     queries, k = cfg.shadow.queries, cfg.audit.top_k
@@ -246,7 +257,8 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     for arm, net in nets.items():
         sigs[arm] = load_shadow(shards[arm], labels, identity)
         nulls[arm] = ExposureNull.build(sigs[arm], cfg)
-        raws[arm] = exposure(target_signals(net, x, labels, queries), sigs[arm], cfg)
+        raws[arm] = exposure(target_signals(net, x, labels, queries, (metas or {}).get(arm)),
+                             sigs[arm], cfg)
         scores[arm] = nulls[arm].calibrate(raws[arm])
         mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
         arrays[arm] = {"exposure": scores[arm], "exposure_raw": raws[arm], "mem_score": mem[arm]}
@@ -264,7 +276,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     if own is not None:
         model, member, info = own
         arm = cfg.audit.target_arm
-        t = target_signals(model, x, labels, queries)
+        t = target_signals(model, x, labels, queries, (metas or {}).get(arm))
         mine_raw = exposure(t, sigs[arm], cfg)
         mine = nulls[arm].calibrate(mine_raw)
         rmia = offline_rmia(t, sigs[arm], cfg)

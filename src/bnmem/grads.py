@@ -181,6 +181,11 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
     if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
         raise ValueError("batches: must hold every sample index exactly once")
+    # float64: PyTorch's float32 convolutions sum in an order that differs between CPU
+    # vendors (AMD vs Intel, same AVX2 pin), float64 brings the bits that differ far below
+    # float32's, and the norms are rounded to float32 (about 15 % slower than float32)
+    model = copy.deepcopy(model).double()
+    x = x.double()
     p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     bar = None
@@ -201,7 +206,7 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     _run_parts(run, batches, model, workers, p.device)
     if bar is not None:
         bar.close()
-    return out
+    return out.sqrt().float().double().square()  # norms (not squares) on float32's grid
 
 
 def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
@@ -210,7 +215,8 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
     """Per-sample gradient norms of cross-entropy over all trainable parameters.
 
     Args:
-        model: the network, on the device to compute on; its dtype sets the precision.
+        model: the network, on the device to compute on; its dtype sets the precision
+            of `eval` (`batch` runs on a float64 copy and rounds its norms to float32).
             Its weights, buffers and train/eval flag are left as they were.
         x: preprocessed inputs [N, C, H, W] (any device); y: labels [N] (y_train).
         definition: `eval` (running statistics, l_i depends on x_i alone) or `batch`

@@ -100,3 +100,25 @@ def load_state(path: str | Path) -> dict:
     except Exception as exc:
         raise InputError(f"{path}: not a readable weights file ({type(exc).__name__}); "
                          "re-run the stage that writes it") from None
+
+
+SIG_DIGITS = 10  # float64 through BLAS and convolutions: the last bits differ by CPU vendor
+
+
+def significant(obj, digits: int = SIG_DIGITS):
+    """Every float in `obj` (dicts, lists, float arrays) rounded to `digits` significant
+    digits, for float64 results of BLAS or PyTorch kernels (the theory stage): an AMD and
+    an Intel run differed from about the 15th digit on, so the rounded values carry no
+    bits that depend on the CPU vendor (a value within ~1e-15 of a rounding boundary
+    still could)."""
+    if isinstance(obj, dict):
+        return {k: significant(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(significant(v, digits) for v in obj)
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
+        flat = [float(f"{v:.{digits}g}") for v in obj.ravel().tolist()]
+        return np.asarray(flat, dtype=obj.dtype).reshape(obj.shape)
+    if isinstance(obj, (float, np.floating)) and not isinstance(obj, bool):
+        return float(f"{float(obj):.{digits}g}")
+    return obj
+

@@ -21,6 +21,7 @@ from bnmem.pipeline import build
 from bnmem.report_md import render
 from bnmem.rng import SALT
 from bnmem.sources import describe
+from bnmem.stacked import predict_states
 from bnmem.replicates import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
 from bnmem.summary import (GRAD_KINDS, claims, gamma_sigma_summary, grad_comparison,
                            paired_acc_delta, target_matched)
@@ -34,6 +35,14 @@ def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
     model = build(meta)
     model.load_state_dict(load_state(models / f"{arm}.pt"))
     return model
+
+
+def eval_logits(net: torch.nn.Module, meta: dict, x: torch.Tensor) -> torch.Tensor:
+    """A target's eval-mode logits as the train stage measured them: a LeNet through the
+    C forward (bnmem.stacked, the same bits on every CPU vendor), others through PyTorch."""
+    if meta["arch"] == "lenet":
+        return predict_states(meta, [net.state_dict()], x)[0]
+    return predict(net, x)
 
 
 def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack: dict,
@@ -81,8 +90,10 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     attack, membership = load_json(inp["attack"]), load_json(inp["membership"])
     theory = load_json(inp["theory"])
     nets = {a: load_model(models, metas[a], a) for a in arms}
-    correct = {a: predict(nets[a], x).argmax(1).numpy() == pool["y_train"] for a in arms}
-    test_ok = {a: predict(nets[a], preprocess(test["x"], cfg.dataset, pool["x"])).argmax(1).numpy() == test["y"]
+    x_test = preprocess(test["x"], cfg.dataset, pool["x"])
+    correct = {a: eval_logits(nets[a], metas[a], x).argmax(1).numpy() == pool["y_train"]
+               for a in arms}
+    test_ok = {a: eval_logits(nets[a], metas[a], x_test).argmax(1).numpy() == test["y"]
                for a in arms}
     pairs = comparison_pairs(arms)
 

@@ -4,6 +4,8 @@ gamma is pushed by each kind of sample. Attack-side memorization (Feldman-Zhang,
 shadow models) is `bnmem.attack.memorization`."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -42,18 +44,25 @@ def gamma_sigma(model: nn.Module) -> dict[str, dict]:
     """
     out = {}
     for name, m in bn_layers(model):
-        sigma = torch.sqrt(m.running_var + m.eps).cpu()
-        gamma = m.weight.detach().abs().cpu()
+        # float64 numpy: IEEE sqrt and division are correctly rounded on every CPU, while
+        # torch's float32 kernels differed by one ulp between an AMD and an Intel machine
+        sigma = np.sqrt(m.running_var.detach().cpu().double().numpy() + m.eps)
+        gamma = np.abs(m.weight.detach().cpu().double().numpy())
         ratio = gamma / sigma
         out[name.replace(".", "_")] = {
             "type": "conv" if isinstance(m, nn.BatchNorm2d) else "dense",
-            "median_ratio": float(ratio.median()),
-            "share_above_1": float((ratio > 1).float().mean()),
-            "median_gamma": float(gamma.median()),
-            "median_sigma": float(sigma.median()),
+            "median_ratio": _lower_median(ratio),
+            "share_above_1": float((ratio > 1).mean()),
+            "median_gamma": _lower_median(gamma),
+            "median_sigma": _lower_median(sigma),
             "ratio": [round(float(r), 6) for r in ratio],
         }
     return out
+
+
+def _lower_median(v: np.ndarray) -> float:
+    """torch.median's convention: the lower of the two middle values for an even count."""
+    return float(np.sort(v)[(v.size - 1) // 2])
 
 
 def epochs_to(history: list[dict], key: str, level: float) -> int | None:
@@ -71,7 +80,10 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
     self-reinforcing loop); the value is per sample, so groups of different size compare.
     """
     out: dict[str, dict[str, float]] = {}
-    model.eval()
+    # in float64 on a copy, rounded to float32: PyTorch's float32 convolutions differ
+    # between CPU vendors in the last bits (as bnmem.grads' batch definition)
+    model = copy.deepcopy(model).double().eval()
+    x = x.double()
     for group, mask in masks.items():
         idx = np.flatnonzero(mask)
         if idx.size == 0:
@@ -79,5 +91,6 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
         model.zero_grad()
         F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean").backward()
         for name, m in bn_layers(model):
-            out.setdefault(name.replace(".", "_"), {})[group] = float(-m.weight.grad.mean())
+            g = -m.weight.grad.mean()
+            out.setdefault(name.replace(".", "_"), {})[group] = float(g.float())
     return out

@@ -52,7 +52,8 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
         bn = gamma_sigma(model)
         if bn:
             # torch median: the lower middle value for an even number of layers
-            rec["median_gamma_sigma"] = float(torch.tensor([v["median_ratio"] for v in bn.values()]).median())
+            ratios = sorted(v["median_ratio"] for v in bn.values())
+            rec["median_gamma_sigma"] = ratios[(len(ratios) - 1) // 2]
             # layers whose channels are mostly above 1 (bnmem.summary.gamma_sigma_summary)
             rec["gamma_sigma_layers_mostly_above_1"] = sum(v["share_above_1"] > 0.5 for v in bn.values())
         if on_epoch is not None:

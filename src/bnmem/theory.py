@@ -37,6 +37,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from bnmem.io import significant
+
 EPS = 1e-5  # nn.BatchNorm2d's default
 THEORY_NORMS = ("bn", "none", "bn_batch")
 Params = dict[str, torch.Tensor]
@@ -338,7 +340,7 @@ def run_theory(seed: int, gammas: tuple[float, ...] = GAMMAS, etas: tuple[float,
              "ratio": ratio[:, 0], "predicted": predicted, "ratio_over_predicted": rel[:, 0],
              "growth_bn_batch": grid["growth_bn_batch"][:, 0],
              "ratio_batch_stats": ratio_batch[:, 0]}
-    return metrics, table, dict(grid, etas=etas_a, rel=rel)
+    return significant(metrics), significant(table), significant(dict(grid, etas=etas_a, rel=rel))
 
 
 def plot_theory(table: dict[str, np.ndarray], grid: dict, path: str) -> None:

@@ -59,7 +59,7 @@ def main() -> None:
                           else (None, None))
         own = (model, member, {"weights": weights.name, "members_listed": listed,
                                "members": Path(args.members).name if args.members else None})
-    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own)
+    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own, metas)
     for name, arr in arrays.items():
         save_npz(Path(args.scores_dir) / f"{name}.npz", **arr)
     save_json(args.out, results)
