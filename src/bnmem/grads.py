@@ -206,7 +206,8 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     _run_parts(run, batches, model, workers, p.device)
     if bar is not None:
         bar.close()
-    return out.sqrt().float().double().square()  # norms (not squares) on float32's grid
+    norms = np.sqrt(out.numpy()).astype(np.float32).astype(np.float64)  # float32's grid
+    return torch.from_numpy(np.square(norms))  # exact: a float32 squared fits a float64
 
 
 def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
@@ -244,7 +245,17 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers)
     else:
         sq = _eval_sq(model, x, y, chunk_size, groups, progress, method, workers)
-    return GradNorms(sq.sum(0).sqrt().numpy(), sq.sqrt().numpy(), tuple(groups))
+    return GradNorms(*_norms(sq.numpy()), tuple(groups))
+
+
+def _norms(sq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(total norms [n], per-layer norms [L, n]) from per-layer squares [L, n], in numpy,
+    rows added in order: torch's float64 sqrt and sum gave other last bits under its
+    AVX-512 kernels than under AVX2 (np.sqrt is the correctly rounded instruction)."""
+    total = sq[0].copy()
+    for row in sq[1:]:
+        total += row
+    return np.sqrt(total), np.sqrt(sq)
 
 
 def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
