@@ -1,14 +1,18 @@
 """Run `dvc repro --force` twice and compare every value of metrics/*.json and
 results/*.json and every output hash in dvc.lock: run against run, and the first run
 against what is committed. Prints each differing key and the CPU kernels in use; exit
-status 1 if anything differs.
+status 1 if anything differs. The first run logs oneDNN's primitives (ONEDNN_VERBOSE=1),
+and the kernels each stage used are printed.
 
     python tools/check_repro.py [--runs 2]
 """
 import argparse
 import json
+import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins this process like the stages)
@@ -37,7 +41,7 @@ def lock_outs() -> dict:
 def snapshot() -> dict[str, dict]:
     files = sorted(Path("metrics").glob("*.json")) + sorted(Path("results").glob("*.json"))
     snap = {str(p): flatten(json.loads(p.read_text())) for p in files
-            if p.name != "coverage.json"}  # coverage.json is a benchmark's, not a stage's
+            if not p.name.startswith("coverage")}  # coverage*.json: benchmarks
     snap["dvc.lock outs"] = flatten(lock_outs())
     return snap
 
@@ -53,6 +57,31 @@ def diff(a: dict, b: dict, label: str) -> int:
     return n
 
 
+def kernel_table(output: str) -> list[str]:
+    """Per stage of a `dvc repro` log run with ONEDNN_VERBOSE=1: the stage's own kernel line
+    (bnmem.cli.kernels_used) and the oneDNN primitives it executed, by implementation."""
+    rows, stage, prims, own = [], None, Counter(), ""
+
+    def flush() -> None:
+        if stage is not None:
+            dnn = ", ".join(f"{p} {impl} x{n}" for (p, impl), n in sorted(prims.items()))
+            rows.append(f"  {stage}: {own or 'no kernel line'}; oneDNN: {dnn or 'none'}")
+
+    for line in output.splitlines():
+        m = re.match(r"Running stage '([^']+)'", line)
+        if m:
+            flush()
+            stage, prims, own = m.group(1), Counter(), ""
+        elif line.startswith("onednn_verbose") and ",primitive,exec," in line:
+            f = line.split(",")
+            if f[5] != "reorder":  # layout copies: exact
+                prims[(f[5], f[6])] += 1
+        elif " kernels: " in line:
+            own = line.split(" kernels: ", 1)[1].strip()
+    flush()
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--runs", type=int, default=2)
@@ -64,7 +93,17 @@ def main() -> None:
     committed = snapshot()
     runs = []
     for i in range(args.runs):
-        subprocess.run(["dvc", "repro", "--force", "-q"], check=True)
+        if i == 0:  # oneDNN logs every primitive it executes: which stages use it, and how
+            r = subprocess.run(["dvc", "repro", "--force"], env={**os.environ, "ONEDNN_VERBOSE": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if r.returncode:
+                sys.exit(r.stdout[-3000:])
+            print("kernels per stage (C kernels give the same bits on every vendor; oneDNN "
+                  "float32 results are used only where tests/test_kernels.py shows they do "
+                  "not reach an output):")
+            print("\n".join(kernel_table(r.stdout)))
+        else:
+            subprocess.run(["dvc", "repro", "--force", "-q"], check=True)
         runs.append(snapshot())
         print(f"run {i + 1}: {sum(len(v) for v in runs[-1].values())} values and hashes")
     kernels = json.loads(Path("data/models/none.json").read_text()).get("cpu_kernels")

@@ -35,6 +35,9 @@ def enabled() -> bool:
     return os.environ.get("BNMEM_NATIVE", "1") != "0"
 
 
+LOADED: set[str] = set()  # names of the libraries this process compiled or found (cli logs them)
+
+
 def compile_library(name: str, main: Path, hashed: list[Path], directory: Path | None = None,
                     extra: list[str] | None = None) -> Path:
     """Path of the shared library `name`_<hash>.so built from `main` (which may include
@@ -58,6 +61,7 @@ def compile_library(name: str, main: Path, hashed: list[Path], directory: Path |
             except (OSError, subprocess.SubprocessError) as exc:
                 raise RuntimeError(str(getattr(exc, "stderr", "") or exc).strip()) from exc
             os.replace(part, lib)
+    LOADED.add(name)
     return lib
 
 

@@ -47,3 +47,15 @@ def run(main: Callable[[], None], name: str) -> None:
         print(f"bnmem {name}: error: {exc}", file=sys.stderr)
         sys.exit(3)
     log.info("%s done in %.1f s", name, time.perf_counter() - t0)
+    log.info("%s kernels: %s", name, kernels_used())
+
+
+def kernels_used() -> str:
+    """What computed this process's numbers: the C kernels it loaded (bnmem.ckernel, the
+    same bits on every x86-64-v3 CPU) and, where torch was imported, its dispatch level
+    (`make check-repro` adds the oneDNN primitives each stage executed)."""
+    from bnmem import ckernel
+    c = ", ".join(sorted(ckernel.LOADED)) or "none"
+    torch = sys.modules.get("torch")
+    level = torch.backends.cpu.get_cpu_capability() if torch is not None else "not imported"
+    return f"C [{c}] ({' '.join(cpu.c_flags())}); torch {level}"
