@@ -234,8 +234,9 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "memorization cannot be tested below it (the floor rule). `make frontier` runs a "
           "denser, longer frontier (results/frontier_dense/). The frontier statistics' "
           "intervals (Pareto minimum, interpolation at a noisy common point) use the same "
-          "models+samples procedure as the single-endpoint figures, whose coverage was "
-          "simulated; their own coverage is not simulated yet.",
+          "models+samples procedure as the single-endpoint figures and over-cover in "
+          "simulation (0.99-1.00 at nominal 0.95: `bench/results/coverage_matched.md`), "
+          "so verdicts at matched utility are conservative.",
           "- The within-run matched fit compares an arm mid-schedule (cosine learning rate "
           "still high) with one at its annealed final epoch: a secondary view; the annealed "
           "endpoints are the control.",
