@@ -79,7 +79,9 @@ class Monitor:
 def run(workdir: Path, log: Path, force: bool = False) -> tuple[list[dict], int, int]:
     """`dvc repro` (`-f` with `force`: every stage, also those whose committed outputs are
     up to date) in workdir; ([{stage, seconds, peak_pss_mib}], total peak, return code)."""
-    env = {**os.environ, "PYTHONPATH": str(workdir / "src")}  # the worktree's bnmem, not ours
+    env = {**os.environ, "PYTHONPATH": str(workdir / "src"),  # the worktree's bnmem, not ours
+           # this interpreter's venv first: its dvc and the stages' `python`, without activation
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.Popen(["dvc", "repro", *(["-f"] if force else [])], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     mon, rows, t_stage = Monitor(proc.pid), [], time.perf_counter()

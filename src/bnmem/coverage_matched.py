@@ -16,12 +16,10 @@ interval from bnmem.intervals.IntervalPlan, exactly as the attack stage reports 
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import warnings
-
 import numpy as np
 
 from bnmem.attack import PairSignals
+from bnmem.coverage import simulate_all, tabulate
 from bnmem.frontier import draw_compare
 from bnmem.intervals import IntervalPlan, designs
 from bnmem.keep import keep_matrix
@@ -117,27 +115,9 @@ def matched_coverage(runs: int, n: int = 800, n_models: int = 16, draws: int = 4
     kind[: int(round(flipped * n))] = 1
     truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s) for s in range(truth_runs)]
     run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures) for r in range(runs)]
-    if workers > 1 and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            truth_rows = pool.map(_truth_row, truth_args, chunksize=8)
-            done = pool.map(_run, run_args, chunksize=2)
-    else:
-        truth_rows = [_truth_row(a) for a in truth_args]
-        done = [_run(a) for a in run_args]
-    with warnings.catch_warnings():  # a figure nan in every run (TPR unsupported): nan truth
-        warnings.simplefilter("ignore", RuntimeWarning)
-        truth = np.nanmean(np.array(truth_rows), axis=0)
+    truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
     names = [f for f, _ in FIGURES]
-    table = {}
-    for proc in procedures:
-        lo = np.array([d[proc][0] for d in done])
-        hi = np.array([d[proc][1] for d in done])
-        ok = np.isfinite(lo) & np.isfinite(hi)
-        cover = (lo <= truth) & (truth <= hi)
-        table[proc] = {name: {"coverage": float(cover[ok[:, i], i].mean()) if ok[:, i].any() else None,
-                              "mean_width": float((hi - lo)[ok[:, i], i].mean()) if ok[:, i].any() else None,
-                              "runs": int(ok[:, i].sum())}
-                       for i, name in enumerate(names)}
+    table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models,
             "draws": draws, "flipped": flipped, "truth_runs": truth_runs,
             "utility": [list(u) for u in UTILITY], "effect": [list(e) for e in EFFECT],
