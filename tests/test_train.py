@@ -143,3 +143,11 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     pred = predict_states(meta, states, x)[0].argmax(1).numpy()
     assert history[-1]["clean_train_acc"] == float((pred == pool["y_train"]).mean())
     assert len(history) == 2 and {"test_acc", "flipped_mem_acc", "lr"} <= set(history[0])
+
+
+def test_lower_median_is_torch_median_and_nan_propagates():
+    from bnmem.target_metrics import lower_median
+    v = [0.9, 0.2, 0.5, 0.7]
+    assert lower_median(v) == float(torch.tensor(v, dtype=torch.float64).median())
+    assert np.isnan(lower_median([0.1, float("nan"), 0.3]))
+    assert np.isnan(float(torch.tensor([0.1, float("nan"), 0.3]).median()))

@@ -74,8 +74,9 @@ def kernel_table(output: str) -> list[str]:
             stage, prims, own = m.group(1), Counter(), ""
         elif line.startswith("onednn_verbose") and ",primitive,exec," in line:
             f = line.split(",")
-            if f[5] != "reorder":  # layout copies: exact
-                prims[(f[5], f[6])] += 1
+            i = f.index("exec")  # then engine, primitive, implementation (any version's prefix)
+            if len(f) > i + 3 and f[i + 2] != "reorder":  # layout copies: exact
+                prims[(f[i + 2], f[i + 3])] += 1
         elif " kernels: " in line:
             own = line.split(" kernels: ", 1)[1].strip()
     flush()

@@ -181,11 +181,15 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
     if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
         raise ValueError("batches: must hold every sample index exactly once")
-    # float64: PyTorch's float32 convolutions sum in an order that differs between CPU
-    # vendors (AMD vs Intel, same AVX2 pin), float64 brings the bits that differ far below
-    # float32's, and the norms are rounded to float32 (about 15 % slower than float32)
-    model = copy.deepcopy(model).double()
-    x = x.double()
+    # A float32 model runs in float64 and its norms are rounded to float32: PyTorch's
+    # float32 convolutions sum in an order that differed between CPU vendors (AMD vs Intel,
+    # same AVX2 pin); float64 moves the bits that differ far below float32's, so the
+    # rounded norms agree unless one lies within float64's last-bit error of a float32
+    # rounding boundary (rare, not impossible). About 15 % slower than float32.
+    to_float32 = next(iter(model.parameters())).dtype == torch.float32
+    if to_float32:
+        model = copy.deepcopy(model).double()
+        x = x.double()
     p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
     bar = None
@@ -206,6 +210,8 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     _run_parts(run, batches, model, workers, p.device)
     if bar is not None:
         bar.close()
+    if not to_float32:
+        return out
     norms = np.sqrt(out.numpy()).astype(np.float32).astype(np.float64)  # float32's grid
     return torch.from_numpy(np.square(norms))  # exact: a float32 squared fits a float64
 
@@ -217,7 +223,7 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
 
     Args:
         model: the network, on the device to compute on; its dtype sets the precision
-            of `eval` (`batch` runs on a float64 copy and rounds its norms to float32).
+            (a float32 model's `batch` norms run on a float64 copy, rounded to float32).
             Its weights, buffers and train/eval flag are left as they were.
         x: preprocessed inputs [N, C, H, W] (any device); y: labels [N] (y_train).
         definition: `eval` (running statistics, l_i depends on x_i alone) or `batch`

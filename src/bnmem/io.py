@@ -118,7 +118,7 @@ def significant(obj, digits: int = SIG_DIGITS):
     if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
         flat = [float(f"{v:.{digits}g}") for v in obj.ravel().tolist()]
         return np.asarray(flat, dtype=obj.dtype).reshape(obj.shape)
-    if isinstance(obj, (float, np.floating)) and not isinstance(obj, bool):
+    if isinstance(obj, (float, np.floating)):
         return float(f"{float(obj):.{digits}g}")
     return obj
 

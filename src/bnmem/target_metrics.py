@@ -51,17 +51,21 @@ def gamma_sigma(model: nn.Module) -> dict[str, dict]:
         ratio = gamma / sigma
         out[name.replace(".", "_")] = {
             "type": "conv" if isinstance(m, nn.BatchNorm2d) else "dense",
-            "median_ratio": _lower_median(ratio),
+            "median_ratio": lower_median(ratio),
             "share_above_1": float((ratio > 1).mean()),
-            "median_gamma": _lower_median(gamma),
-            "median_sigma": _lower_median(sigma),
+            "median_gamma": lower_median(gamma),
+            "median_sigma": lower_median(sigma),
             "ratio": [round(float(r), 6) for r in ratio],
         }
     return out
 
 
-def _lower_median(v: np.ndarray) -> float:
-    """torch.median's convention: the lower of the two middle values for an even count."""
+def lower_median(v) -> float:
+    """torch.median's convention: the lower of the two middle values for an even count;
+    nan when any value is nan (a diverged model), as torch.median."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.size == 0 or np.isnan(v).any():
+        return float("nan")
     return float(np.sort(v)[(v.size - 1) // 2])
 
 
@@ -80,10 +84,12 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
     self-reinforcing loop); the value is per sample, so groups of different size compare.
     """
     out: dict[str, dict[str, float]] = {}
-    # in float64 on a copy, rounded to float32: PyTorch's float32 convolutions differ
-    # between CPU vendors in the last bits (as bnmem.grads' batch definition)
-    model = copy.deepcopy(model).double().eval()
-    x = x.double()
+    # a float32 model in float64 on a copy, rounded to float32: PyTorch's float32
+    # convolutions differ between CPU vendors in the last bits (as bnmem.grads' batch
+    # definition; equal unless a value lies at a float32 rounding boundary)
+    single = next(iter(model.parameters())).dtype == torch.float32
+    model = copy.deepcopy(model).double().eval() if single else model.eval()
+    x = x.double() if single else x
     for group, mask in masks.items():
         idx = np.flatnonzero(mask)
         if idx.size == 0:
@@ -92,5 +98,5 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
         F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean").backward()
         for name, m in bn_layers(model):
             g = -m.weight.grad.mean()
-            out.setdefault(name.replace(".", "_"), {})[group] = float(g.float())
+            out.setdefault(name.replace(".", "_"), {})[group] = float(g.float() if single else g)
     return out

@@ -18,7 +18,7 @@ from bnmem.data import preprocess
 from bnmem.io import save_state
 from bnmem.pipeline import build, fit, model_meta, tensors
 from bnmem.stacked import predict_states, train_stack
-from bnmem.target_metrics import accuracy_by_kind, epochs_to, gamma_sigma
+from bnmem.target_metrics import accuracy_by_kind, epochs_to, gamma_sigma, lower_median
 from bnmem.train import predict, resolve_device
 
 log = logging.getLogger("bnmem.pipeline")
@@ -51,9 +51,8 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
                                 logits(model, x_test), test["y"]))
         bn = gamma_sigma(model)
         if bn:
-            # torch median: the lower middle value for an even number of layers
-            ratios = sorted(v["median_ratio"] for v in bn.values())
-            rec["median_gamma_sigma"] = ratios[(len(ratios) - 1) // 2]
+            # the lower middle value for an even number of layers (torch.median's)
+            rec["median_gamma_sigma"] = lower_median([v["median_ratio"] for v in bn.values()])
             # layers whose channels are mostly above 1 (bnmem.summary.gamma_sigma_summary)
             rec["gamma_sigma_layers_mostly_above_1"] = sum(v["share_above_1"] > 0.5 for v in bn.values())
         if on_epoch is not None:
