@@ -23,18 +23,19 @@ def main() -> None:
     p.add_argument("--truth-runs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--procedures", default="mixed,both,jackknife,jacksum")
+    p.add_argument("--seed", type=int, default=0, help="fresh runs for a confirmation study")
     p.add_argument("--out", default="results/coverage_matched.json")
     p.add_argument("--md", default="bench/results/coverage_matched.md")
     args = p.parse_args()
     t0 = time.perf_counter()
     procs = tuple(args.procedures.split(","))
     res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
-                           workers=args.workers, procedures=procs)
+                           workers=args.workers, procedures=procs, seed=args.seed)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage_matched.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} "
-                      f"--workers {args.workers} --procedures {args.procedures}")
+                      f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}")
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     md = ["# Coverage at matched held-out accuracy (bench/bench_coverage_matched.py)", "",
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "

@@ -72,7 +72,7 @@ def test_zero_init_residual_starts_every_branch_at_zero(norm):
             block.register_forward_hook(
                 lambda m, args, out: outs.append(m.norm2(m.conv2(torch.relu(m.norm1(m.conv1(args[0])))))))
     model(x)
-    assert len(outs) == 8 and all(float(o.abs().max()) == 0.0 for o in outs)
+    assert len(outs) == 8 and all(float(o.detach().abs().max()) == 0.0 for o in outs)
     plain = make_model("resnet", norm, 10, 1, width=4, seed=0)
     assert torch.equal(dict(plain.named_parameters())["stem.weight"],
                        dict(model.named_parameters())["stem.weight"])  # only the branch ends differ
@@ -82,8 +82,8 @@ def test_kaiming_init_is_he_normal_with_zero_bias_and_shared_across_arms():
     a = make_model("resnet", "none", 10, 1, width=8, seed=1, init="kaiming")
     b = make_model("resnet", "groupnorm", 10, 1, width=8, seed=1, init="kaiming")
     w = dict(a.named_parameters())["blocks.7.conv1.weight"]  # 64 x 64 x 3 x 3
-    assert abs(float(w.var()) / (2.0 / w[0].numel()) - 1) < 0.05
-    assert all(float(p.abs().max()) == 0.0 for n, p in a.named_parameters() if n.endswith("bias"))
+    assert abs(float(w.detach().var()) / (2.0 / w[0].numel()) - 1) < 0.05
+    assert all(float(p.detach().abs().max()) == 0.0 for n, p in a.named_parameters() if n.endswith("bias"))
     assert torch.equal(w, dict(b.named_parameters())["blocks.7.conv1.weight"])
     assert not torch.equal(w, dict(make_model("resnet", "none", 10, 1, width=8, seed=1)
                                    .named_parameters())["blocks.7.conv1.weight"])
