@@ -57,7 +57,7 @@ def main() -> None:
         md.append(f"| {name} | {t:.4f} | " + " | ".join(cells) + " |")
     md += ["", "(runs) = simulated runs where the figure and its interval exist.", "",
            f"`{res['command']}`: {res['seconds']:.0f} s on {res['cpu']}; result also in "
-           "`results/coverage_matched.json`."]
+           f"`{args.out}`."]
     Path(args.md).write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
