@@ -46,7 +46,7 @@ def probe(out: Path) -> None:
     from bnmem.grads import grad_norms
     from bnmem.io import significant
     from bnmem.pipeline import tensors
-    from bnmem.report import eval_logits
+    from bnmem.stacked import eval_logits
     from bnmem.target_metrics import gamma_push, gamma_sigma
     from bnmem.targets import train_target
     from bnmem.theory import run_theory

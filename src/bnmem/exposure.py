@@ -26,8 +26,8 @@ from bnmem.membership import headline_variant
 from bnmem.rmia import rmia_scores
 from bnmem.rng import SALT
 from bnmem.roc import FPR_LEVELS, operating_support, roc_points, roc_summary
-from bnmem.shadow import query_states
-from bnmem.views import query
+from bnmem.stacked import eval_logits
+from bnmem.views import augment
 
 LN10 = float(np.log(10.0))
 CAL_LEVELS = (2, 3, 4)  # exposure levels of the calibration table (nominal share 10^-k)
@@ -46,14 +46,11 @@ def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
     """The target's signals on the pool, with the shadow stage's query views (eval mode).
 
     With the model's spec (`meta`) a LeNet is queried as the shadows are, through the C
-    eval forward (bnmem.shadow.query_states: the same logits on every CPU vendor); other
+    eval forward (bnmem.stacked.eval_logits: the same logits on every CPU vendor); other
     models through PyTorch's forward."""
     identity = queries.index("identity") if "identity" in queries else 0
-    if meta is not None and meta.get("arch") == "lenet":
-        logits = query_states(meta, [model.state_dict()], x, queries)
-    else:
-        logits = query(model, x, queries)[None]
-    phi, logp, correct = signals(logits, labels, identity)
+    logits = torch.stack([eval_logits(model, meta, augment(x, q)) for q in queries], dim=1)
+    phi, logp, correct = signals(logits.numpy()[None], labels, identity)
     return TargetSignals(phi[0], logp[0], correct[0])
 
 

@@ -21,12 +21,11 @@ from bnmem.pipeline import build
 from bnmem.report_md import render
 from bnmem.rng import SALT
 from bnmem.sources import describe
-from bnmem.stacked import predict_states
+from bnmem.stacked import eval_logits
 from bnmem.replicates import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
 from bnmem.summary import (GRAD_KINDS, claims, gamma_sigma_summary, grad_comparison,
                            paired_acc_delta, target_matched)
 from bnmem.target_metrics import gamma_push
-from bnmem.train import predict
 
 log = logging.getLogger("bnmem.report")
 
@@ -35,14 +34,6 @@ def load_model(models: Path, meta: dict, arm: str) -> torch.nn.Module:
     model = build(meta)
     model.load_state_dict(load_state(models / f"{arm}.pt"))
     return model
-
-
-def eval_logits(net: torch.nn.Module, meta: dict, x: torch.Tensor) -> torch.Tensor:
-    """A target's eval-mode logits as the train stage measured them: a LeNet through the
-    C forward (bnmem.stacked, the same bits on every CPU vendor), others through PyTorch."""
-    if meta["arch"] == "lenet":
-        return predict_states(meta, [net.state_dict()], x)[0]
-    return predict(net, x)
 
 
 def across_seed_summary(cfg, arms: list[str], curves: dict, grads: dict, attack: dict,

@@ -197,6 +197,16 @@ def predict_states(meta: dict, states: list[dict], x: torch.Tensor,
                        x_pad=_pool_for_kernels(meta, x, device)).cpu()
 
 
+def eval_logits(model: nn.Module, meta: dict | None, x: torch.Tensor,
+                device: torch.device | str = "cpu") -> torch.Tensor:
+    """One trained model's eval-mode logits [N, classes]: a LeNet (per its spec `meta`)
+    through the C eval forward, as the shadows are queried (the same bits on every CPU
+    vendor); any other model, or no spec, through PyTorch's forward."""
+    if meta is not None and meta.get("arch") == "lenet":
+        return predict_states(meta, [model.state_dict()], x, device)[0]
+    return predict(model, x)
+
+
 def _pool_for_kernels(meta: dict, x: torch.Tensor, device: torch.device | str
                       ) -> torch.Tensor | None:
     """x padded for the C kernels (bnmem.stacked_lenet.pad32) where they apply, else None."""

@@ -17,9 +17,9 @@ from bnmem.config import Config
 from bnmem.data import preprocess
 from bnmem.io import save_state
 from bnmem.pipeline import build, fit, model_meta, tensors
-from bnmem.stacked import predict_states, train_stack
+from bnmem.stacked import eval_logits, train_stack
 from bnmem.target_metrics import accuracy_by_kind, epochs_to, gamma_sigma, lower_median
-from bnmem.train import predict, resolve_device
+from bnmem.train import resolve_device
 
 log = logging.getLogger("bnmem.pipeline")
 
@@ -41,10 +41,7 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
     stacked = meta["arch"] == "lenet"  # the shadows' trainer: C kernels, any CPU vendor
 
     def logits(model: nn.Module, data: torch.Tensor) -> torch.Tensor:
-        if stacked:  # the C eval forward, as the shadows are queried
-            return predict_states(meta, [model.state_dict()], data,
-                                  resolve_device(cfg.train.device))[0]
-        return predict(model, data)
+        return eval_logits(model, meta, data, resolve_device(cfg.train.device))
 
     def measure(epoch: int, model: nn.Module, rec: dict) -> None:
         rec.update(accuracy_by_kind(logits(model, x), pool["y_train"], pool["kind"],
