@@ -21,11 +21,11 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from bnmem.attack import LIRA_VARIANTS, loo_lira, signals
-from bnmem.rmia import loo_rmia
-from bnmem.rng import SALT
-from bnmem.roc import bootstrap_weights, evaluate
-from bnmem.keep import keep_matrix
+from bnmem.attack.lira import LIRA_VARIANTS, loo_lira, signals
+from bnmem.attack.rmia import loo_rmia
+from bnmem.core.rng import SALT
+from bnmem.attack.roc import bootstrap_weights, evaluate
+from bnmem.core.keep import keep_matrix
 
 Q, C = 2, 10
 

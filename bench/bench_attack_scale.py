@@ -1,6 +1,6 @@
 """What the attack stage costs at scale: one arm of synthetic shadow shards (m models x N
 samples x 2 queries x 10 classes, per-epoch tracking), through the attack stage's own
-entry point (bnmem.membership.attack_arms), at a few (N, draws) to fit a cost model and
+entry point (bnmem.attack.stage.attack_arms), at a few (N, draws) to fit a cost model and
 extrapolate to the full-scale protocol (64 models x 59 000 samples x 200 draws).
 
     python bench/bench_attack_scale.py --models 64 --sizes 4000 8000 --draws 20 40
@@ -19,10 +19,10 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels first)
 import numpy as np
 
-from bnmem.config import AttackConfig, Config, ShadowConfig
-from bnmem.io import save_npz
-from bnmem.membership import attack_arms
-from bnmem.keep import keep_matrix
+from bnmem.core.config import AttackConfig, Config, ShadowConfig
+from bnmem.core.io import save_npz
+from bnmem.attack.stage import attack_arms
+from bnmem.core.keep import keep_matrix
 
 
 def shard(path: Path, m: int, n: int, epochs: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,5 +1,5 @@
 """Micro-benchmark: the convolutions of one stacked LeNet training step, in the layouts
-and formulations that could replace what bnmem.stacked uses (grouped, channels-last).
+and formulations that could replace what bnmem.train.stacked uses (grouped, channels-last).
 
     python bench/bench_convs.py [--models 16] [--batch 64] [--threads 1] [--rounds 10]
                                 [--out bench/results/convs.md]
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bnmem.stacked import retain_heap
+from bnmem.train.stacked import retain_heap
 
 CL = torch.channels_last
 BACKWARD = torch.ops.aten.convolution_backward
@@ -44,7 +44,7 @@ def _grad(d, a, w, pad, groups, mask):
 
 
 def grouped(k: int, b: int, c1: int, fmt, g: torch.Generator) -> dict:
-    """The stacked step as bnmem.stacked runs it: K models as groups, c1 conv1 channels
+    """The stacked step as bnmem.train.stacked runs it: K models as groups, c1 conv1 channels
     per model (6 = LeNet; 8 pads each group to one AVX2 vector)."""
     x = torch.randn(b, k, 28, 28, generator=g).contiguous(memory_format=fmt)
     w1 = torch.randn(k * c1, 1, 5, 5, generator=g).contiguous(memory_format=fmt)
@@ -100,7 +100,7 @@ def main() -> None:
     macs1, macs2 = b * k * 6 * 25 * 28 * 28, b * k * 16 * 150 * 10 * 10
     flops = {"conv1 fwd": 2 * macs1, "conv1 wgrad": 2 * macs1, "conv2 fwd": 2 * macs2,
              "conv2 igrad+wgrad": 4 * macs2}
-    setups = {"grouped, channels-last (bnmem.stacked)": grouped(k, b, 6, CL, g),
+    setups = {"grouped, channels-last (bnmem.train.stacked)": grouped(k, b, 6, CL, g),
               "grouped, NCHW": grouped(k, b, 6, torch.contiguous_format, g),
               "grouped, channels-last, conv1 padded to 8 channels": grouped(k, b, 8, CL, g),
               "per model (K dense convs), NCHW": per_model(k, b, torch.contiguous_format, g),

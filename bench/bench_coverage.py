@@ -1,5 +1,5 @@
 """Coverage of candidate 95 % interval procedures on simulated training runs with a known
-truth (bnmem.coverage): every figure a verdict uses, one arm and paired differences.
+truth (bnmem.attack.coverage): every figure a verdict uses, one arm and paired differences.
 
     python bench/bench_coverage.py [--runs 500] [--draws 100] [--workers 2]
 """
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
-from bnmem.coverage import coverage_table
-from bnmem.intervals import PROCEDURES
+from bnmem.attack.coverage import coverage_table
+from bnmem.attack.intervals import PROCEDURES
 
 
 def _cpu() -> str:
@@ -49,7 +49,7 @@ def main() -> None:
           f"{res['runs']} simulated runs of {res['n_models']} shadow models (8 complementary "
           f"pairs) x {res['n']} samples ({res['flipped']:.0%} flipped: harder and memorized "
           "more), two paired arms with membership effects "
-          f"{res['effects'][0]} / {res['effects'][1]} (bnmem.simulate); {res['draws']} "
+          f"{res['effects'][0]} / {res['effects'][1]} (bnmem.attack.simulate); {res['draws']} "
           "resamples per procedure and run; the truth is the mean point estimate over "
           f"{res['truth_runs']} independent runs. Nominal coverage 0.95; target 0.93-0.97.", "",
           "| figure | truth | " + " | ".join(f"{p}: coverage / width" for p in procs) + " |",

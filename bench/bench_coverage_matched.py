@@ -1,6 +1,6 @@
 """Coverage of the 95 % intervals of BN - none at matched held-out accuracy (annealed
 endpoints interpolated at the common point and averaged over the overlap) on simulated
-runs with a known truth (bnmem.coverage_matched).
+runs with a known truth (bnmem.attack.coverage_matched).
 
     python bench/bench_coverage_matched.py [--runs 500] [--draws 100] [--workers 2]
 """
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
-from bnmem.coverage_matched import matched_coverage
+from bnmem.attack.coverage_matched import matched_coverage
 
 from bench_coverage import _cpu
 
@@ -41,9 +41,9 @@ def main() -> None:
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "
           f"{res['n_models']} shadow models (8 complementary pairs) x {res['n']} samples "
           f"({res['flipped']:.0%} flipped), utility shifts {res['utility']} and membership "
-          f"effects {res['effect']} per arm and endpoint (bnmem.coverage_matched); "
+          f"effects {res['effect']} per arm and endpoint (bnmem.attack.coverage_matched); "
           f"{res['draws']} resamples per design and run; every draw through "
-          "bnmem.resample.arm_draw and bnmem.frontier.draw_compare (criterion: held-out "
+          "bnmem.attack.resample.arm_draw and bnmem.attack.frontier.draw_compare (criterion: held-out "
           "accuracy). The truth is the mean point estimate over "
           f"{res['truth_runs']} independent runs. Nominal 0.95; target 0.93-0.97.", "",
           "| figure (a - b) | truth | " + " | ".join(f"{p}: coverage / width" for p in procs) + " |",

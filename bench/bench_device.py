@@ -20,11 +20,12 @@ import bnmem  # noqa: F401  (pins the CPU kernels first)
 import numpy as np
 import torch
 
-from bnmem.config import Config, ModelConfig, TrainConfig
-from bnmem.data import preprocess
-from bnmem.io import load_npz
-from bnmem.pipeline import fit, model_meta
-from bnmem.stacked import train_stack
+from bnmem.core.config import Config, ModelConfig, TrainConfig
+from bnmem.data.images import preprocess
+from bnmem.core.io import load_npz
+from bnmem.train.recipe import fit
+from bnmem.models.spec import model_meta
+from bnmem.train.stacked import train_stack
 
 SETTINGS = {"resnet": {"zero_init_residual": True, "init": "kaiming"},
             "densenet": {"init": "kaiming"}}

@@ -31,10 +31,12 @@ import torch
 import torch.nn.functional as F
 
 from bnmem import native
-from bnmem.grads import grad_norms
-from bnmem.io import load_state
-from bnmem.pipeline import build, load_pool, tensors
-from bnmem.train import batch_order, map_single_threaded
+from bnmem.grads.per_sample import grad_norms
+from bnmem.core.io import load_state
+from bnmem.models.spec import build
+from bnmem.data.pool import load_pool, tensors
+from bnmem.core.schedule import batch_order
+from bnmem.models.runtime import map_single_threaded
 
 
 def load(pool_path: str, models: str, arm: str) -> tuple[torch.nn.Module, dict, dict]:
@@ -203,7 +205,7 @@ def main() -> None:
     x, y = tensors(pool, meta["dataset"])
     n, k = len(y), min(args.loop_subset, len(y))
     labels = {"vmap": "vmap(grad)", "hooks": "closed forms after one autograd backward "
-              "(bnmem.fastgrad)", "native": "C kernel (bnmem.native, the default for LeNet)"}
+              "(bnmem.grads.fastgrad)", "native": "C kernel (bnmem.native, the default for LeNet)"}
     methods = [m for m in labels if m != "native" or native.supported(model)]
     timed, norms = {}, {}
     for method in methods:

@@ -1,4 +1,4 @@
-"""Cost and effect of pinning the CPU kernel level (bnmem.cpu): the default `dvc repro`
+"""Cost and effect of pinning the CPU kernel level (bnmem.core.cpu): the default `dvc repro`
 from an empty cache, pinned (AVX2, the default) and with BNMEM_CPU=native, per stage.
 
     python bench/bench_pin.py [--out bench/results/pin.md]
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run(work: Path, level: str) -> tuple[float, dict[str, float], dict]:
     env = {**os.environ, "BNMEM_CPU": level,
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    for key in bnmem.cpu.PIN:  # let the stage processes choose, not this one's settings
+    for key in bnmem.core.cpu.PIN:  # let the stage processes choose, not this one's settings
         env.pop(key, None)
     t0 = time.perf_counter()
     done = subprocess.run(["dvc", "repro", "-f"], cwd=work, env=env, capture_output=True,

@@ -1,5 +1,5 @@
 """The real null of the default run's logits (every attack variant re-run with fake
-balanced keep masks, bnmem.membership.real_null), with online / offline RMIA under the
+balanced keep masks, bnmem.attack.stage.real_null), with online / offline RMIA under the
 old score rule (a sample inside the population compared with P - 1 others and divided by
 P - 1) beside today's (the population is reference only, not scored).
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
-import bnmem.rmia as rmia
-from bnmem.attack import load_shadow
-from bnmem.config import load_config
-from bnmem.io import load_npz
-from bnmem.membership import real_null
+import bnmem.attack.rmia as rmia
+from bnmem.attack.lira import load_shadow
+from bnmem.core.config import load_config
+from bnmem.core.io import load_npz
+from bnmem.attack.stage import real_null
 
 
 def old_rank(logp_target, log_px, population, gamma):

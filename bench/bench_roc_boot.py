@@ -1,4 +1,4 @@
-"""The sample-only bootstrap of every attack variant's ROC (bnmem.roc._bootstrap): the C
+"""The sample-only bootstrap of every attack variant's ROC (bnmem.attack.roc._bootstrap): the C
 pass (roc_boot.c) against the numpy reference in the same run, same inputs.
 
     python bench/bench_roc_boot.py --models 64 --samples 8000 --resamples 200
@@ -12,7 +12,7 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels first)
 import numpy as np
 
-from bnmem.roc import _bootstrap, _bootstrap_numpy, _kernel, bootstrap_weights
+from bnmem.attack.roc import _bootstrap, _bootstrap_numpy, _kernel, bootstrap_weights
 
 
 def main() -> None:

@@ -31,12 +31,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from bnmem.config import Config
-from bnmem.data import preprocess
-from bnmem.pipeline import build, fit, load_pool, model_meta, tensors
-from bnmem.keep import keep_matrix
-from bnmem.shadow import model_seeds
-from bnmem.stacked import train_stack
+from bnmem.core.config import Config
+from bnmem.data.images import preprocess
+from bnmem.models.spec import build, model_meta
+from bnmem.train.recipe import fit
+from bnmem.data.pool import load_pool, tensors
+from bnmem.core.keep import keep_matrix
+from bnmem.train.shadow import model_seeds
+from bnmem.train.stacked import train_stack
 
 ARMS = ("none", "batchnorm", "batchnorm_reg")
 N_MODELS = 16
@@ -162,7 +164,7 @@ def kernel_profile(arm: str, pool: str, peak1: float, steps: int = 20) -> str:
     import ctypes
     import tempfile
     from bnmem import native
-    from bnmem.stacked_lenet import StackedLeNet
+    from bnmem.train.stacked_lenet import StackedLeNet
     torch.set_num_threads(1)
     x, y, _ = load_data(pool)
     with tempfile.TemporaryDirectory() as tmp:  # the stage's build, plus the phase timers

@@ -1,5 +1,5 @@
 """Shadow training of the zoo's ResNet / DenseNet on the CPU: the shadow stage's path
-(bnmem.stacked.train_stack: models side by side, one torch thread each) against the plain
+(bnmem.train.stacked.train_stack: models side by side, one torch thread each) against the plain
 per-model loop (pipeline.fit one model after another with 2 and 1 torch threads), in the
 same run, on the same models.
 
@@ -24,11 +24,12 @@ import bnmem  # noqa: F401  (pins the CPU kernels first)
 import numpy as np
 import torch
 
-from bnmem.config import Config, ModelConfig, TrainConfig
-from bnmem.data import preprocess
-from bnmem.io import load_npz
-from bnmem.pipeline import fit, model_meta
-from bnmem.stacked import train_stack
+from bnmem.core.config import Config, ModelConfig, TrainConfig
+from bnmem.data.images import preprocess
+from bnmem.core.io import load_npz
+from bnmem.train.recipe import fit
+from bnmem.models.spec import model_meta
+from bnmem.train.stacked import train_stack
 from bench_train import flops_per_sample, sgemm_peak  # same folder: python bench/<this>.py
 
 

@@ -1,6 +1,6 @@
 """Imported first by every stage script, before numpy or torch.
 
-`import bnmem` pins the CPU kernel level (bnmem.cpu) before those libraries load. When
+`import bnmem` pins the CPU kernel level (bnmem.core.cpu) before those libraries load. When
 the Python running the stage cannot import bnmem (dvc from outside the virtual
 environment runs the system `python`), the stage stops with one line saying how to fix it.
 """

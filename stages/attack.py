@@ -1,6 +1,6 @@
 """The attack stage as the checkout's dvc.yaml runs it: bnmem.stages.attack is the stage."""
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
-from bnmem import cli
+from bnmem.core import cli
 from bnmem.stages.attack import main
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The shadow stage as the checkout's dvc.yaml runs it: bnmem.stages.shadow is the stage."""
 import _boot  # noqa: F401, I001  (first: pins the CPU kernels; one-line error without bnmem)
-from bnmem import cli
+from bnmem.core import cli
 from bnmem.stages.shadow import main
 
 if __name__ == "__main__":

@@ -11,15 +11,17 @@ import yaml
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from bnmem.attack import (LIRA_VARIANTS, PairSignals, complement_partner, fit_gaussians,
-                          lira_draw, lira_scores, load_shadow, log_prob_from_margin,
-                          logit_margin, loo_lira, memorization, score_lira)
-from bnmem.io import InputError, save_npz
-from bnmem.rmia import loo_rmia, rmia_scores
-from bnmem.rng import SALT
-from bnmem.roc import (SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points,
-                       roc_summary)
-from bnmem.keep import keep_matrix
+from bnmem.attack.lira import (
+    LIRA_VARIANTS, PairSignals, complement_partner, fit_gaussians, lira_draw, lira_scores,
+    load_shadow, log_prob_from_margin, logit_margin, loo_lira, memorization, score_lira,
+)
+from bnmem.core.io import InputError, save_npz
+from bnmem.attack.rmia import loo_rmia, rmia_scores
+from bnmem.core.rng import SALT
+from bnmem.attack.roc import (
+    SUBSETS, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
+)
+from bnmem.core.keep import keep_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 C = 10

@@ -11,17 +11,18 @@ import torch
 import yaml
 from torch import nn
 
-from bnmem.attack import Signals, log_prob_from_margin
-from bnmem.config import DataConfig, ConfigError, config_from_dict
-from bnmem.exposure import (TargetSignals, calibration, exposure, membership_metrics,
-                            offline_rmia, read_members)
-from bnmem.io import DataError, InputError
-from bnmem.factory import swapped_layers
-from bnmem.models import make_model
-from bnmem.norms import _groups
-from bnmem.simulate import synthetic_phi
-from bnmem.sources import load_image_folder, load_npz_images, load_user
-from conftest import ROOT, run_stage
+from bnmem.attack.lira import Signals, log_prob_from_margin
+from bnmem.core.config import DataConfig, ConfigError, config_from_dict
+from bnmem.exposure.scores import (
+    TargetSignals, calibration, exposure, membership_metrics, offline_rmia, read_members,
+)
+from bnmem.core.io import DataError, InputError
+from bnmem.models.factory import swapped_layers
+from bnmem.models.zoo import make_model
+from bnmem.models.norms import _groups
+from bnmem.attack.simulate import synthetic_phi
+from bnmem.data.sources import load_image_folder, load_npz_images, load_user
+from conftest import ROOT, run_main, run_stage
 
 FACTORIES = '''
 from torch import nn
@@ -313,9 +314,9 @@ def test_prepare_your_npz_with_ood_from_another_npz(tmp_path, rng):
     (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
     args = ("--params", str(tmp_path / "p.yaml"), "--pool", str(tmp_path / "pool.npz"),
             "--test", str(tmp_path / "test.npz"))
-    res = run_stage("prepare.py", *args)  # a file of yours that dvc.yaml does not track
+    res = run_main("prepare", *args)  # a file of yours that dvc.yaml does not track
     assert res.returncode == 2 and "data.ood_source: " in res.stderr and "--ood-source" in res.stderr
-    res = run_stage("prepare.py", *args, "--ood-source", str(tmp_path / "foreign.npz"))
+    res = run_main("prepare", *args, "--ood-source", str(tmp_path / "foreign.npz"))
     assert res.returncode == 0, res.stderr
     pool = np.load(tmp_path / "pool.npz")
     assert pool["x"].shape == (120, 1, 12, 12) and (pool["kind"] == 2).sum() == 6
@@ -325,15 +326,15 @@ def test_prepare_your_npz_with_ood_from_another_npz(tmp_path, rng):
     np.testing.assert_array_equal(pool["x"][clean], x.transpose(0, 3, 1, 2)[clean])
     params["data"]["ood_source"] = None
     (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
-    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
+    res = run_main("prepare", "--params", str(tmp_path / "p.yaml"), "--pool",
                     str(tmp_path / "pool2.npz"), "--test", str(tmp_path / "test2.npz"))
     assert res.returncode == 2 and "data.ood_source: needed for ood_rate > 0" in res.stderr
     assert not (tmp_path / "pool2.npz").exists()
 
 
 def test_split_keeps_source_rows_so_members_map_through_a_sampled_pool(rng):
-    from bnmem.corrupt import split
-    from bnmem.data import Images
+    from bnmem.data.corrupt import split
+    from bnmem.data.images import Images
 
     x = np.arange(60, dtype=np.uint8).reshape(60, 1, 1, 1).repeat(4, 2).repeat(4, 3)
     # source rows 10..59 are training images (rows 0..9 were held out), pixel value = row
@@ -351,7 +352,7 @@ def test_prepare_reads_an_image_folder(tmp_path, rng):
               "ood_rate": 0.0, "data": {"num_classes": 3, "test_size": 10, "image_size": 10,
                                         "channels": 1}}
     (tmp_path / "p.yaml").write_text(__import__("yaml").safe_dump(params))
-    res = run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool",
+    res = run_main("prepare", "--params", str(tmp_path / "p.yaml"), "--pool",
                     str(tmp_path / "pool.npz"), "--test", str(tmp_path / "test.npz"))
     assert res.returncode == 0, res.stderr
     pool, test = np.load(tmp_path / "pool.npz"), np.load(tmp_path / "test.npz")
@@ -361,7 +362,7 @@ def test_prepare_reads_an_image_folder(tmp_path, rng):
 
 def test_audit_init_never_replaces_a_dvc_yaml_it_did_not_write(tmp_path):
     from bnmem.audit_project import init
-    from bnmem.io import InputError
+    from bnmem.core.io import InputError
     shutil.copy(ROOT / "examples" / "audit" / "params.yaml", tmp_path)
     (tmp_path / "dvc.yaml").write_text("stages:\n  mine:\n    cmd: echo mine\n")
     with pytest.raises(InputError, match="not written by `bnmem audit init`"):

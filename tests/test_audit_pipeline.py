@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_main, run_stage
 from test_pipeline import ENV, merge, sh
 
 SMALL = {
@@ -189,13 +189,13 @@ def test_bad_weights_and_members_stop_exposure_with_outputs_untouched(project, t
     args = ["--params", "params.yaml", "--pool", "data/prepared/pool.npz", "--models",
             "data/models", "--shadow-dir", "data/shadow", "--out", str(out),
             "--scores-dir", "data/exposure"]
-    line = _err(run_stage("exposure.py", *args, "--target-weights", str(tmp_path / "other.pt"),
+    line = _err(run_main("exposure", *args, "--target-weights", str(tmp_path / "other.pt"),
                           "--members", "members.npy", cwd=project))
     assert "audit target weights:" in line and "does not fit arch mymodels:make_net" in line
-    line = _err(run_stage("exposure.py", *args, "--target-weights", "weights.pt",
+    line = _err(run_main("exposure", *args, "--target-weights", "weights.pt",
                           "--members", str(tmp_path / "neg.npy"), cwd=project))
     assert "audit members:" in line and "negative index -1" in line
-    line = _err(run_stage("exposure.py", *args, cwd=project))  # params name weights, dvc.yaml not
+    line = _err(run_main("exposure", *args, cwd=project))  # params name weights, dvc.yaml not
     assert line.startswith("bnmem exposure: error: audit.target_weights: 'weights.pt' in params")
     assert out.read_bytes() == before
 
@@ -248,7 +248,7 @@ def test_bad_dataset_stops_prepare_with_one_line(project, tmp_path, case):
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     pool = project / "data" / "prepared" / "pool.npz"
     before = pool.read_bytes()
-    line = _err(run_stage("prepare.py", "--params", str(tmp_path / "p.yaml"), "--pool", str(pool),
+    line = _err(run_main("prepare", "--params", str(tmp_path / "p.yaml"), "--pool", str(pool),
                           "--test", str(tmp_path / "t.npz"), cwd=project))
     assert line.startswith("bnmem prepare: error: dataset: ") and words in line
     assert pool.read_bytes() == before

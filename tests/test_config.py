@@ -4,7 +4,7 @@ import dataclasses
 import pytest
 import yaml
 
-from bnmem.config import Config, ConfigError, arm_recipe, config_from_dict, load_config
+from bnmem.core.config import Config, ConfigError, arm_recipe, config_from_dict, load_config
 
 
 def test_repo_params_load():

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from bnmem.config import ConfigError
-from bnmem.corrupt import CLEAN, FLIPPED, OOD, corrupt, n_of, split
-from bnmem.data import Images
+from bnmem.core.config import ConfigError
+from bnmem.core.kinds import CLEAN, FLIPPED, OOD
+from bnmem.data.corrupt import corrupt, n_of, split
+from bnmem.data.images import Images
 
 
 def toy(n, rng, classes=10):

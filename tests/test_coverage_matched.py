@@ -1,9 +1,9 @@
 """The intervals at matched held-out accuracy (annealed endpoints interpolated by
-bnmem.frontier) cover a known truth on simulated runs: a fast, seeded version of
+bnmem.attack.frontier) cover a known truth on simulated runs: a fast, seeded version of
 bench/bench_coverage_matched.py (500 runs there, bench/results/coverage_matched.md)."""
 import numpy as np
 
-from bnmem.coverage_matched import matched_coverage, simulate
+from bnmem.attack.coverage_matched import matched_coverage, simulate
 
 
 def test_simulated_endpoints_rise_in_utility_and_leakage():

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bnmem.config import (ConfigError, arm_recipe, config_from_dict, load_config,
-                          pipeline_recipe)
-from bnmem.scaleout import LoopbackCluster as Cluster
+from bnmem.core.config import (
+    ConfigError, arm_recipe, config_from_dict, load_config, pipeline_recipe,
+)
+from bnmem.train.scaleout import LoopbackCluster as Cluster
 from conftest import ROOT, run_stage
 
 distributed = pytest.importorskip("distributed", reason="pip install -e '.[dask]'")
@@ -31,10 +32,15 @@ def work(tmp_path_factory):
     assert run_stage("configure.py", "--params", "params.yaml", "--out",
                      str(d / "recipes")).returncode == 0
     recipe = yaml.safe_load((d / "recipes" / f"{ARM}.yaml").read_text())
+    # the failure tests: the same stage on a shorter recipe (5 epochs a model, not 19)
+    recipe["train"].update(epochs=4, checkpoints=[1])
+    recipe["shadow"]["budgets"] = [1]
+    (d / "small.yaml").write_text(yaml.safe_dump(recipe))
     recipe["shadow"]["chunk"] = 4  # 4 tasks: a worker is lost mid-run with work left
     (d / "chunk4.yaml").write_text(yaml.safe_dump(recipe))
-    res = shadow(d, d / "recipes" / f"{ARM}.yaml", d / "local.npz", backend="local")
-    assert res.returncode == 0, res.stderr[-3000:]
+    for name, out in ((f"recipes/{ARM}.yaml", "local.npz"), ("small.yaml", "local_small.npz")):
+        res = shadow(d, d / name, d / out, backend="local")
+        assert res.returncode == 0, res.stderr[-3000:]
     return d
 
 
@@ -65,8 +71,10 @@ def shadow(d, recipe, out, backend="dask", address=None, **keys):
                           capture_output=True, text=True)
 
 
-def same_shard(d: Path, out: Path) -> bool:
-    return (d / "local.npz").read_bytes() == out.read_bytes()
+def same_shard(d: Path, out: Path, reference: str = "local_small.npz") -> bool:
+    """Whether `out` is the local backend's shard bit for bit (a model's bits depend on its
+    id only, not on its chunk: chunk4.yaml and small.yaml share their reference)."""
+    return (d / reference).read_bytes() == out.read_bytes()
 
 
 def workers_used(stderr: str) -> set[str]:
@@ -84,7 +92,7 @@ def test_default_shard_on_two_workers_is_bit_identical_to_local(work):
         assert cluster.sockets() == {"127.0.0.1"}  # loopback only
     finally:
         cluster.stop()
-    assert same_shard(work, work / "dask.npz")
+    assert same_shard(work, work / "dask.npz", "local.npz")
     used = workers_used(res.stderr)
     assert len(used) == 2 and all(a.startswith("tcp://127.0.0.1:") for a in used), res.stderr
     assert "16 models, 0 resumed" in res.stderr
@@ -170,16 +178,16 @@ def test_tls_cluster_admits_only_holders_of_its_certificate(work):
                  f"Client({cluster.address!r}, timeout=5, security={security}).close()\n"
                  "print('connected')"], capture_output=True, text=True, timeout=120)
             assert probe.returncode != 0 and "connected" not in probe.stdout, probe.stderr[-500:]
-        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "intruder.npz",
+        res = shadow(work, work / "small.yaml", work / "intruder.npz",
                      address=cluster.address, tls=dict(theirs, ca_file=ours["ca_file"]))
         errors = [line for line in res.stderr.splitlines() if line.startswith("bnmem ")]
         assert res.returncode == 3 and len(errors) == 1 and "cannot connect" in errors[0], \
             res.stderr[-2000:]
         assert "SSL" in errors[0], errors  # refused in the handshake (unknown CA)
-        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "tls.npz",
+        res = shadow(work, work / "small.yaml", work / "tls.npz",
                      address=cluster.address)  # no certificate at all: one line, before connecting
         assert res.returncode == 3 and "has no certificate" in res.stderr, res.stderr[-2000:]
-        res = shadow(work, work / "recipes" / f"{ARM}.yaml", work / "tls.npz",
+        res = shadow(work, work / "small.yaml", work / "tls.npz",
                      address=cluster.address, tls=ours)
         assert res.returncode == 0, res.stderr[-3000:] + cluster.tail()
     finally:
@@ -191,10 +199,10 @@ def test_tls_cluster_admits_only_holders_of_its_certificate(work):
 @pytest.mark.slow
 def test_worker_without_the_cpu_pin_is_refused(work):
     """A worker whose numpy loaded before bnmem could pin it (started without the variables
-    `python -m bnmem.scaleout env` prints) may compute other bits: the stage refuses it."""
-    from bnmem import cpu
+    `python -m bnmem.train.scaleout env` prints) may compute other bits: the stage refuses it."""
+    from bnmem.core import cpu
     if cpu.level() != "avx2":
-        pytest.skip("no CPU pin on this machine (bnmem.cpu.level() is native)")
+        pytest.skip("no CPU pin on this machine (bnmem.core.cpu.level() is native)")
     saved = {k: os.environ.pop(k) for k in cpu.PIN if k in os.environ}
     try:
         cluster = Cluster(work, workers=1)
@@ -207,7 +215,7 @@ def test_worker_without_the_cpu_pin_is_refused(work):
         cluster.stop()
     errors = [line for line in res.stderr.splitlines() if line.startswith("bnmem ")]
     assert res.returncode == 3 and len(errors) == 1, res.stderr[-2000:]
-    assert "pinned before numpy" in errors[0] and "bnmem.scaleout env" in errors[0], errors
+    assert "pinned before numpy" in errors[0] and "bnmem.train.scaleout env" in errors[0], errors
     assert not (work / "unpinned.npz").exists()
 
 
@@ -221,9 +229,9 @@ def test_no_scheduler_named_is_one_line(work):
 
 
 def test_env_command_prints_the_pin():
-    out = subprocess.run([sys.executable, "-m", "bnmem.scaleout", "env"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "bnmem.train.scaleout", "env"], capture_output=True,
                          text=True, check=True).stdout
-    from bnmem import cpu
+    from bnmem.core import cpu
     assert out.splitlines() == [f"export {k}='{v}'" for k, v in cpu.environment().items()]
 
 
@@ -273,7 +281,7 @@ def test_cluster_command_prints_its_address_and_stops_its_processes(stop):
     import signal
 
     import psutil
-    proc = subprocess.Popen([sys.executable, "-m", "bnmem.scaleout", "cluster", "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "bnmem.train.scaleout", "cluster", "--workers", "2"],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         line = proc.stdout.readline()

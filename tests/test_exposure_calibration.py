@@ -4,10 +4,10 @@ shadow signals, as flipped and OOD samples give)."""
 import numpy as np
 import pytest
 
-from bnmem.attack import Signals
-from bnmem.config import config_from_dict
-from bnmem.exposure import ExposureNull
-from bnmem.keep import keep_matrix
+from bnmem.attack.lira import Signals
+from bnmem.core.config import config_from_dict
+from bnmem.exposure.scores import ExposureNull
+from bnmem.core.keep import keep_matrix
 
 M, N = 16, 6000
 

@@ -1,13 +1,14 @@
-"""Privacy-utility frontiers between annealed endpoints (bnmem.frontier), where the truth is
+"""Privacy-utility frontiers between annealed endpoints (bnmem.attack.frontier), where the truth is
 known: arms on one leakage-utility curve (BN only fits faster) differ at equal budgets and
 not at matched utility; an arm that overtrains is judged by its best run, and flagged."""
 import numpy as np
 import pytest
 
-from bnmem.config import ConfigError, budget_epochs, budget_recipe, load_config
-from bnmem.frontier import (compare, draw_compare, overtraining, pareto_at, pareto_grid,
-                            train_loss)
-from bnmem.intervals import IntervalPlan
+from bnmem.core.config import ConfigError, budget_epochs, budget_recipe, load_config
+from bnmem.attack.frontier import (
+    compare, draw_compare, overtraining, pareto_at, pareto_grid, train_loss,
+)
+from bnmem.attack.intervals import IntervalPlan
 
 
 def test_pareto_at_is_the_least_leakage_at_or_above_a_utility():

@@ -1,8 +1,8 @@
-"""Gradient claims over shadow models (bnmem.grad_claims) where the truth is known."""
+"""Gradient claims over shadow models (bnmem.attack.grad_claims) where the truth is known."""
 import numpy as np
 import pytest
 
-from bnmem.grad_claims import compare, heldout, ratios
+from bnmem.attack.grad_claims import compare, heldout, ratios
 
 
 def synthetic(rng, g, n, kind, flip_factor, util):
@@ -59,8 +59,8 @@ def test_heldout_counts_out_clean_samples_only():
 
 
 def test_gradient_models_are_one_per_complementary_pair():
-    from bnmem.keep import keep_matrix
-    from bnmem.shadow import grad_model
+    from bnmem.core.keep import keep_matrix
+    from bnmem.train.shadow import grad_model
     chosen = [j for j in range(16) if grad_model(j, 4)]
     assert chosen == [0, 2, 4, 6]
     keep = keep_matrix(16, 1000, 0)

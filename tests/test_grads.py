@@ -15,13 +15,14 @@ import torch.nn.functional as F
 import yaml
 
 from bnmem import native
-from bnmem.config import config_from_dict
-from bnmem.data import preprocess
-from bnmem.grads import (batch_grads, grad_norms, has_batchnorm, histogram, layer_groups,
-                         per_sample_grads, summarize)
-from bnmem.models import make_model
-from bnmem.pipeline import build, model_meta
-from bnmem.train import batch_order
+from bnmem.core.config import config_from_dict
+from bnmem.data.images import preprocess
+from bnmem.grads.per_sample import (
+    batch_grads, grad_norms, has_batchnorm, histogram, layer_groups, per_sample_grads, summarize,
+)
+from bnmem.models.zoo import make_model
+from bnmem.models.spec import build, model_meta
+from bnmem.core.schedule import batch_order
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHS = ("lenet", "resnet", "densenet")

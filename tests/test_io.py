@@ -2,7 +2,7 @@
 same bytes (dvc.lock hashes then match across runs and machines), and loads back."""
 import torch
 
-from bnmem.io import load_state, save_state
+from bnmem.core.io import load_state, save_state
 
 
 def test_save_state_bytes_do_not_depend_on_the_path(tmp_path):

@@ -41,16 +41,17 @@ def probe(out: Path) -> None:
     import torch
     import yaml
 
-    from bnmem.config import load_config
-    from bnmem.exposure import target_signals
-    from bnmem.grads import grad_norms
-    from bnmem.io import significant
-    from bnmem.pipeline import tensors
-    from bnmem.stacked import eval_logits
-    from bnmem.target_metrics import gamma_push, gamma_sigma
-    from bnmem.targets import train_target
-    from bnmem.theory import run_theory
-    from bnmem.train import batch_order, predict
+    from bnmem.core.config import load_config
+    from bnmem.exposure.scores import target_signals
+    from bnmem.grads.per_sample import grad_norms
+    from bnmem.core.io import significant
+    from bnmem.data.pool import tensors
+    from bnmem.train.stacked import eval_logits
+    from bnmem.train.target_metrics import gamma_push, gamma_sigma
+    from bnmem.train.target import train_target
+    from bnmem.theory.mechanism import run_theory
+    from bnmem.core.schedule import batch_order
+    from bnmem.models.runtime import predict
 
     torch.set_num_threads(1)
     root = Path(__file__).resolve().parents[1]

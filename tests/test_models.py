@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from bnmem.models import make_model
+from bnmem.models.zoo import make_model
 
 ARCHS = ["lenet", "resnet", "densenet"]
 NORMS = ["none", "batchnorm", "groupnorm", "layernorm"]
@@ -53,7 +53,9 @@ def test_unknown_names_rejected():
 
 def test_registries_agree_with_the_config_names():
     """config.py validates names without torch; models.py maps them to layers/builders."""
-    from bnmem import config, models, norms
+    from bnmem.core import config
+    from bnmem.models import zoo as models
+    from bnmem.models import norms
 
     assert set(models.ARCH_BUILDERS) == set(config.ARCHS)
     assert set(norms.NORM_LAYERS) == set(config.NORMS)
@@ -62,7 +64,7 @@ def test_registries_agree_with_the_config_names():
 
 @pytest.mark.parametrize("norm", NORMS)
 def test_zero_init_residual_starts_every_branch_at_zero(norm):
-    from bnmem.models import BasicBlock
+    from bnmem.models.zoo import BasicBlock
 
     model = make_model("resnet", norm, 10, 1, width=4, seed=0, zero_init_residual=True).eval()
     x = torch.randn(3, 1, 28, 28)

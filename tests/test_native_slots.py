@@ -3,7 +3,7 @@ tables are built by name on one side and read by position on the other, so both 
 agree entry for entry."""
 import re
 
-from bnmem.models import LeNet
+from bnmem.models.zoo import LeNet
 from bnmem.native import library
 
 

@@ -6,9 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from bnmem import native
-from bnmem.models import LeNet
-from bnmem.stacked_lenet import StackedLeNet, pad32
-from bnmem.train import BatchSigma, gamma_sigma_penalty
+from bnmem.models.zoo import LeNet
+from bnmem.train.stacked_lenet import StackedLeNet, pad32
+from bnmem.train.loop import BatchSigma, gamma_sigma_penalty
 
 pytestmark = pytest.mark.skipif(native._lib(torch.float64, "lenet_train") is None,
                                 reason="no C compiler: the kernel is optional")

@@ -8,10 +8,10 @@ test, so the test can tell a biased protocol from a balanced one.
 import numpy as np
 import pytest
 
-from bnmem.attack import LIRA_VARIANTS, complement_partner, lira_scores, loo_lira, signals
-from bnmem.rmia import loo_rmia
-from bnmem.roc import roc_points, roc_summary
-from bnmem.simulate import synthetic_logits
+from bnmem.attack.lira import LIRA_VARIANTS, complement_partner, lira_scores, loo_lira, signals
+from bnmem.attack.rmia import loo_rmia
+from bnmem.attack.roc import roc_points, roc_summary
+from bnmem.attack.simulate import synthetic_logits
 
 SEEDS = (0, 1, 2, 3)
 M, N, Q, C = 16, 2000, 2, 10
@@ -92,8 +92,8 @@ def test_rmia_unbiased_at_a_tied_null(monkeypatch):
     """Online and offline RMIA at 0.5 when scores tie heavily (the population is reference
     only, not scored); the old rule, scoring population samples against their P - 1
     others, breaks the ties in favour of non-members and fails."""
-    import bnmem.rmia as rmia
-    from bnmem.keep import keep_matrix
+    import bnmem.attack.rmia as rmia
+    from bnmem.core.keep import keep_matrix
     ids = np.arange(M)
 
     def mean_auc():

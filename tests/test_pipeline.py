@@ -120,9 +120,9 @@ def test_repro_writes_contract_outputs(repo):
     assert summary["seeds"] is None and summary["claims"]
     assert summary["train"]["batchnorm"]["gamma_sigma"]["norm1"]["type"] == "conv"
     assert (repo / "results/theory.json").is_file()
-    # the CPU pin is in effect inside a stage process (bnmem.cpu)
+    # the CPU pin is in effect inside a stage process (bnmem.core.cpu)
     meta = json.loads((repo / "data/models/none.json").read_text())
-    from bnmem import cpu
+    from bnmem.core import cpu
     import torch
     assert meta["cpu_kernels"] == {"level": cpu.level(),  # as this process, same environment
                                    "torch": torch.backends.cpu.get_cpu_capability()}
@@ -259,23 +259,23 @@ def test_shadow_backend_leaves_every_stage_up_to_date(repo):
 def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
     sh(repo, "dvc", "repro")  # earlier tests may leave uncached recipes of other params
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["seeds"] = [1, 2]
+    params["seeds"] = [1]  # one extra seed: the same mechanics as two, half the runs
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     try:
         sh(repo, "dvc", "repro", "configure")
         dry = sh(repo, "dvc", "repro", "--dry").stdout
         ran = {l.split("'")[1] for l in dry.splitlines() if l.startswith("Running stage")}
         assert {f"replicate@{a}-{s}" for a in ("none", "batchnorm", "batchnorm_reg")
-                for s in (1, 2)} <= ran
+                for s in (1,)} <= ran
         assert not {s for s in ran if s.startswith(("train@", "shadow@", "grads@"))}, ran
         sh(repo, "dvc", "repro")
-        rec = json.loads((repo / "data/replicates/batchnorm/seed_2.json").read_text())
-        assert rec["seed"] == 2 and len(rec["record"]["curve"]) == 2
+        rec = json.loads((repo / "data/replicates/batchnorm/seed_1.json").read_text())
+        assert rec["seed"] == 1 and len(rec["record"]["curve"]) == 2
         seeds = json.loads((repo / "results/summary.json").read_text())["seeds"]
-        assert seeds["seeds"] == [0, 1, 2] and seeds["n"] == 3
+        assert seeds["seeds"] == [0, 1] and seeds["n"] == 2
         auc = seeds["delta_batchnorm_minus_none"]["auc_all"]
-        assert set(auc["values"]) == {"seed_0", "seed_1", "seed_2"}
-        assert auc["lo"] <= auc["mean"] <= auc["hi"] and len(set(auc["values"].values())) == 3
+        assert set(auc["values"]) == {"seed_0", "seed_1"}
+        assert auc["lo"] <= auc["mean"] <= auc["hi"] and len(set(auc["values"].values())) == 2
         assert "## Across seeds" in (repo / "report.md").read_text()
     finally:
         sh(repo, "git", "checkout", "-q", "params.yaml", "dvc.lock")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bnmem.replicates import across_seeds, arm_record, seed_deltas
+from bnmem.report.replicates import across_seeds, arm_record, seed_deltas
 
 
 def _record(flipped: list[float], clean: list[float], auc: float, ratio: float, curve_auc=None):

@@ -1,15 +1,15 @@
-"""Intervals with training randomness (bnmem.resample) and matched fit (bnmem.matched):
+"""Intervals with training randomness (bnmem.attack.resample) and matched fit (bnmem.attack.matched):
 interpolation, draw bookkeeping, and coverage on synthetic data with a known truth."""
 import numpy as np
 import pytest
 
-from bnmem.attack import PairSignals, loo_lira
-from bnmem.intervals import IntervalPlan, percentile_ci
-from bnmem.matched import at_fit, common_fit, fit_grid
-from bnmem.resample import arm_draw, compare, draw_plan
-from bnmem.roc import roc_points, roc_summary
-from bnmem.keep import keep_matrix
-from bnmem.coverage import coverage_table
+from bnmem.attack.lira import PairSignals, loo_lira
+from bnmem.attack.intervals import IntervalPlan, percentile_ci
+from bnmem.attack.matched import at_fit, common_fit, fit_grid
+from bnmem.attack.resample import arm_draw, compare, draw_plan
+from bnmem.attack.roc import roc_points, roc_summary
+from bnmem.core.keep import keep_matrix
+from bnmem.attack.coverage import coverage_table
 
 
 def test_at_fit_interpolates_between_epochs():

@@ -6,8 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from bnmem import roc
-from bnmem.roc import _bootstrap, _bootstrap_numpy, bootstrap_weights
+from bnmem.attack import roc
+from bnmem.attack.roc import _bootstrap, _bootstrap_numpy, bootstrap_weights
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler: the numpy path runs")

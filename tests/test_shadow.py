@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
-from bnmem.keep import keep_matrix
-from bnmem.shadow import augment, model_seeds, shard_ids
+from bnmem.core.keep import keep_matrix
+from bnmem.train.shadow import augment, model_seeds, shard_ids
 from conftest import ROOT, run_stage
 
 
@@ -92,7 +92,7 @@ def test_sigkill_then_resume_equals_uninterrupted(tiny):
 
 def test_stale_parts_are_not_reused(tiny):
     """A part stamped by another recipe (e.g. other seed) is retrained, not reused."""
-    from bnmem.shadow import fingerprint, load_part, save_part
+    from bnmem.train.shadow import fingerprint, load_part, save_part
     path = tiny / "stale" / "model_0.npz"
     arrays = {"logits": np.ones((3, 2, 10), np.float32), "epoch_phi": np.ones((2, 3), np.float32)}
     save_part(path, arrays, fingerprint("other recipe", "0"))
@@ -131,8 +131,8 @@ def test_two_shards_concurrently_equal_sequential(tiny):
                                         ("groupnorm", "lenet"), ("batchnorm", "resnet")])
 def test_query_states_equals_querying_each_model(norm, arch):
     """The stacked eval pass (BN folded into the weights) gives each model's own logits."""
-    from bnmem.pipeline import build
-    from bnmem.shadow import query, query_states
+    from bnmem.models.spec import build
+    from bnmem.train.shadow import query, query_states
     torch.manual_seed(0)
     meta = {"arch": arch, "norm": norm, "num_classes": 10, "in_channels": 1, "width": 4,
             "image_size": 28}
@@ -159,10 +159,10 @@ def test_budget_endpoints_are_complete_runs(tiny, one_torch_thread):
     run: same seeds and keep mask, nothing else changed."""
     from dataclasses import replace
 
-    from bnmem.config import budget_epochs, budget_recipe, load_config
-    from bnmem.keep import keep_matrix
-    from bnmem.pipeline import load_pool, tensors
-    from bnmem.shadow import train_chunk
+    from bnmem.core.config import budget_epochs, budget_recipe, load_config
+    from bnmem.core.keep import keep_matrix
+    from bnmem.data.pool import load_pool, tensors
+    from bnmem.train.shadow import train_chunk
     cfg = load_config(tiny / "recipe.yaml")
     assert budget_epochs(cfg) == (1, 2)  # default [1, 2, 4] at train.epochs=4
     x, y = tensors(load_pool(tiny / "pool.npz"), cfg.dataset)

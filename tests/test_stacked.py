@@ -5,17 +5,18 @@ import numpy as np
 import pytest
 import torch
 
-from bnmem.config import Config
-from bnmem.data import preprocess
-from bnmem.pipeline import build, fit, model_meta
-from bnmem.stacked import predict_states, train_stack
-from bnmem.stacked_lenet import stack_states, unstack_states
-from bnmem.train import predict
+from bnmem.core.config import Config
+from bnmem.data.images import preprocess
+from bnmem.models.spec import build, model_meta
+from bnmem.train.recipe import fit
+from bnmem.train.stacked import predict_states, train_stack
+from bnmem.train.stacked_lenet import stack_states, unstack_states
+from bnmem.models.runtime import predict
 
 N, K = 101, 3  # odd pool: subsets of 50 and 51 samples, so batch sizes differ by one
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
+
 
 
 def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int = 2):

@@ -10,14 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bnmem.theory import (EPS, batch_stats, dloss_dgamma, fit_loglog, growth_table,
-                          init_params, logits, make_data, margins, misclassify_outlier,
-                          sigma_of, stack, step_growth, train_bn, unstack)
+from bnmem.theory.mechanism import (
+    EPS, batch_stats, dloss_dgamma, fit_loglog, growth_table, init_params, logits, make_data,
+    margins, misclassify_outlier, sigma_of, stack, step_growth, train_bn, unstack,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")  # conftest.py
+
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from bnmem.config import TrainConfig
-from bnmem.models import make_model
-from bnmem.train import (BatchSigma, Regularizer, batch_order, gamma_sigma_penalty, lr_at,
-                         predict, train_model)
-from bnmem.target_metrics import gamma_sigma
+from bnmem.core.config import TrainConfig
+from bnmem.models.zoo import make_model
+from bnmem.train.loop import BatchSigma, Regularizer, gamma_sigma_penalty, train_model
+from bnmem.models.runtime import predict
+from bnmem.core.schedule import batch_order, lr_at
+from bnmem.train.target_metrics import gamma_sigma
 
 
 def test_batch_order_covers_every_sample_each_epoch():
@@ -99,8 +100,8 @@ def test_regularizer_lowers_gamma_over_sigma():
 
 
 def test_warmup_ramps_linearly_then_follows_the_schedule():
-    from bnmem.config import TrainConfig
-    from bnmem.train import lr_at
+    from bnmem.core.config import TrainConfig
+    from bnmem.core.schedule import lr_at
 
     base, warm = TrainConfig(epochs=4, lr=0.1), TrainConfig(epochs=4, lr=0.1, warmup_epochs=1)
     total = 40  # 10 steps per epoch: warm-up is steps 0..9
@@ -115,10 +116,11 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     non-LeNet arch keeps the plain loop."""
     import yaml
 
-    from bnmem.config import load_config
-    from bnmem.pipeline import model_meta, tensors
-    from bnmem.stacked import predict_states, train_stack
-    from bnmem.targets import train_target
+    from bnmem.core.config import load_config
+    from bnmem.models.spec import model_meta
+    from bnmem.data.pool import tensors
+    from bnmem.train.stacked import predict_states, train_stack
+    from bnmem.train.target import train_target
     from conftest import ROOT
     rng = np.random.default_rng(0)
     n = 160
@@ -146,7 +148,7 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
 
 
 def test_lower_median_is_torch_median_and_nan_propagates():
-    from bnmem.target_metrics import lower_median
+    from bnmem.train.target_metrics import lower_median
     v = [0.9, 0.2, 0.5, 0.7]
     assert lower_median(v) == float(torch.tensor(v, dtype=torch.float64).median())
     assert np.isnan(lower_median([0.1, float("nan"), 0.3]))

@@ -1,11 +1,13 @@
-"""Every branch of the verdict rule (bnmem.verdict) and the claims table built on it."""
+"""Every branch of the verdict rule (bnmem.report.verdict) and the claims table built on it."""
 import numpy as np
 import pytest
 
-from bnmem.summary import claims
-from bnmem.verdict import (DISAGREE, EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED,
-                           NOT_REPRODUCED, NOT_TESTABLE, REPRODUCED, REVERSED, REVERSED_UTILITY, Evidence,
-                           holm, holm_adjust, judge, judge_criteria, judge_share, p_values)
+from bnmem.report.summary import claims
+from bnmem.report.verdict import (
+    DISAGREE, EQUAL_ONLY, EQUAL_UNMATCHED, INCONCLUSIVE, NOT_MEASURED, NOT_REPRODUCED,
+    NOT_TESTABLE, REPRODUCED, REVERSED, REVERSED_UTILITY, Evidence, holm, holm_adjust, judge,
+    judge_criteria, judge_share, p_values,
+)
 
 
 def ev(lo, hi, training=True):

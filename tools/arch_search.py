@@ -2,7 +2,7 @@
 
 Trains one target model per (arch, arm, setting) on the committed default pool
 (data/prepared/pool.npz: Fashion-MNIST, 2 000 images, 5 % flipped + 1 % OOD) with the
-train stage's own code (bnmem.pipeline.fit) and records final clean-train and test
+train stage's own code (bnmem.train.recipe.fit) and records final clean-train and test
 accuracy. One JSON line per finished run in --out (a rerun skips finished runs), and a
 markdown table beside it.
 
@@ -22,12 +22,13 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels first)
 import torch
 
-from bnmem.config import Config, ModelConfig, TrainConfig
-from bnmem.corrupt import CLEAN
-from bnmem.data import preprocess
-from bnmem.io import load_npz
-from bnmem.pipeline import fit, model_meta
-from bnmem.train import predict
+from bnmem.core.config import Config, ModelConfig, TrainConfig
+from bnmem.core.kinds import CLEAN
+from bnmem.data.images import preprocess
+from bnmem.core.io import load_npz
+from bnmem.train.recipe import fit
+from bnmem.models.spec import model_meta
+from bnmem.models.runtime import predict
 
 SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual, init)
     "default": (0.05, 0, False, "default"),

@@ -59,7 +59,7 @@ def diff(a: dict, b: dict, label: str) -> int:
 
 def kernel_table(output: str) -> list[str]:
     """Per stage of a `dvc repro` log run with ONEDNN_VERBOSE=1: the stage's own kernel line
-    (bnmem.cli.kernels_used) and the oneDNN primitives it executed, by implementation."""
+    (bnmem.core.cli.kernels_used) and the oneDNN primitives it executed, by implementation."""
     rows, stage, prims, own = [], None, Counter(), ""
 
     def flush() -> None:
@@ -87,9 +87,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--runs", type=int, default=2)
     args = p.parse_args()
-    flags = bnmem.cpu._cpu_flags()
+    flags = bnmem.core.cpu._cpu_flags()
     best = "AVX512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "below AVX2"
-    print(f"CPU: best vector level {best}; pin level {bnmem.cpu.level()!r} "
+    print(f"CPU: best vector level {best}; pin level {bnmem.core.cpu.level()!r} "
           f"(this process's torch dispatch: {torch.backends.cpu.get_cpu_capability()})")
     committed = snapshot()
     runs = []

@@ -117,7 +117,7 @@ def _side(p: dict | None) -> str:
 
 def threshold(params: dict) -> float:
     """The AUC claim's threshold for a cell: 4 points at >= 5 % outliers, else 3 (as the
-    report's claims table, bnmem.summary.claims)."""
+    report's claims table, bnmem.report.summary.claims)."""
     rate = float(params.get("noise_rate", 0.05)) + float(params.get("ood_rate", 0.01))
     return 0.04 if rate >= 0.05 else 0.03
 
@@ -135,9 +135,9 @@ def matched_key(d: dict) -> str:
 
 def auc_verdicts(records: list[dict]) -> list[tuple[str, str]]:
     """(verdict, verdict with Holm over the grid) on 'BN raises LiRA AUC by >= threshold'
-    per record, re-judged from its stored deltas by bnmem.verdict (so every cell follows
+    per record, re-judged from its stored deltas by bnmem.report.verdict (so every cell follows
     today's rule); a flagged cell is not evidence and stays out of the family."""
-    from bnmem.verdict import EQUAL_ONLY, EQUAL_UNMATCHED, Evidence, holm, judge, p_values
+    from bnmem.report.verdict import EQUAL_ONLY, EQUAL_UNMATCHED, Evidence, holm, judge, p_values
     out, fam = [], []
     for r in records:
         d = r["deltas"].get("batchnorm_minus_none") or {}

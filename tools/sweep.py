@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bnmem.plots import colour  # noqa: E402
+from bnmem.report.plots import colour  # noqa: E402
 
 COLUMNS = {  # column label -> (metrics file, path inside it under the arm); the headline attack
     "auc_flipped": ("metrics/attack.json", ["auc_flipped"]),

@@ -6,7 +6,7 @@
   user's own recipe (Adam, 40 epochs) on a random half of x, the rows in members.npy.
 
 The model sees images the way bnmem feeds them: scaled to [0, 1] and standardized with the
-per-channel mean / std of x (bnmem.data.preprocess with the pool, here all of x).
+per-channel mean / std of x (bnmem.data.images.preprocess with the pool, here all of x).
 
     python make_example.py      # from examples/audit; rewrites the four files
 """

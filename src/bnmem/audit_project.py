@@ -29,8 +29,8 @@ from pathlib import Path
 
 import yaml
 
-from bnmem.config import user_dataset
-from bnmem.io import InputError
+from bnmem.core.config import user_dataset
+from bnmem.core.io import InputError
 
 HERE = Path(__file__).resolve().parent / "stages"
 PIPELINE = HERE / "pipeline.yaml"   # the checkout's dvc.yaml (tests/test_audit.py: equal)
@@ -54,7 +54,7 @@ def project_yaml(project: Path) -> str:
     for name, stage in spec["stages"].items():
         stage["cmd"] = re.sub(r"python stages/(\w+)\.py", r"python -m bnmem.stages.\1",
                               stage["cmd"])
-        builds_models = "src/bnmem/models.py" in stage.get("deps", [])
+        builds_models = "src/bnmem/models" in stage.get("deps", [])
         deps = [CODE] + [d for d in stage.get("deps", [])
                          if not d.startswith(("stages/", "src/"))]
         if builds_models and audit.get("model_file"):

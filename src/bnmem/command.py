@@ -40,8 +40,8 @@ def checkout(start: Path) -> Path | None:
 
 def audit(args: argparse.Namespace) -> None:
     from bnmem.audit_project import init
-    from bnmem.config import ConfigError
-    from bnmem.io import InputError
+    from bnmem.core.config import ConfigError
+    from bnmem.core.io import InputError
 
     try:
         ok, said = init(Path(args.dir), check=args.check, force=args.force)
@@ -52,7 +52,7 @@ def audit(args: argparse.Namespace) -> None:
 
 
 def stage(args: argparse.Namespace) -> None:
-    from bnmem import cli
+    from bnmem.core import cli
 
     module = importlib.import_module(f"bnmem.stages.{args.name}")
     sys.argv = [f"bnmem stage {args.name}", *args.args]

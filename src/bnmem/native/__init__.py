@@ -8,7 +8,7 @@ positions on the way back (bench/bench_grads.py); lenet_train makes a batch's sa
 SIMD lanes (bench/bench_train.py); speeds: BENCHMARKS.md. Both are accelerators, never
 requirements: `applies(...)` is the one place that decides whether a kernel runs, and
 where it is False (no C compiler, BNMEM_NATIVE=0, not the CPU, another dtype or norm) the
-callers use PyTorch (bnmem.fastgrad, autograd on the stacked network). Built with the
+callers use PyTorch (bnmem.grads.fastgrad, autograd on the stacked network). Built with the
 system `cc` into ~/.cache/bnmem (XDG_CACHE_HOME), one library per sources hash, flags, CPU
 and precision; ctypes releases the GIL during a call, so worker threads run them in
 parallel. lenet_sq needs ~60 KB of stack per call (float32; ~115 KB in float64): fine with
@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnmem import ckernel
-from bnmem.models import LeNet
+from bnmem.core import ckernel
+from bnmem.models.zoo import LeNet
 from bnmem.native.library import (ERRORS, HEADERS, KERNELS, NORMS, RUNNING, SLOTS, build,
                                   load)
 
@@ -106,7 +106,7 @@ def _call(fn, *args) -> None:
 
 
 def supported(model: nn.Module) -> bool:
-    """A LeNet (bnmem.models) with norm none or BatchNorm, every parameter trainable,
+    """A LeNet (bnmem.models.zoo) with norm none or BatchNorm, every parameter trainable,
     where `applies` holds for lenet_sq (the grads stage's kernel)."""
     if type(model) is not LeNet or not all(p.requires_grad for p in model.parameters()):
         return False
@@ -126,7 +126,7 @@ def _arr(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 @torch.no_grad()
 def lenet_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """float64 [L, n] per-layer squared per-sample gradient norms of a LeNet in eval mode
-    (`supported(model)` must hold), rows in module order as bnmem.grads.layer_groups."""
+    (`supported(model)` must hold), rows in module order as bnmem.grads.per_sample.layer_groups."""
     dtype = model.conv1.weight.dtype
     pad = model.conv1.padding[0]
     if x.dim() != 4 or x.shape[1] != model.conv1.in_channels or len(y) != len(x):

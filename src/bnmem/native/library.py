@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from bnmem.ckernel import compile_library
+from bnmem.core.ckernel import compile_library
 
 HERE = Path(__file__).parent
 # {library: its source files, the first one compiled}: lenet_train_unit.c includes the
@@ -38,7 +38,7 @@ ERRORS = {
 def build(kernel: str, dtype: torch.dtype, directory: Path | None = None,
           defines: tuple[str, ...] = ()) -> ctypes.CDLL:
     """Library `kernel` (a KERNELS key) for dtype (float32/float64), compiled unless
-    `directory` (default: the cache) already holds this build (`bnmem.ckernel`), and loaded
+    `directory` (default: the cache) already holds this build (`bnmem.core.ckernel`), and loaded
     with its SIGNATURES. `defines`: extra -D macros (e.g. BNMEM_PROFILE). Raises
     RuntimeError when the compiler fails, OSError when the library cannot be loaded."""
     real = {torch.float32: "float", torch.float64: "double"}[dtype]

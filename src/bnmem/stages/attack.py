@@ -1,15 +1,15 @@
 """attack: balanced leave-one-out LiRA and RMIA on every arm's shadow models, null
-calibration, and intervals over shadow models and samples (bnmem.membership)."""
+calibration, and intervals over shadow models and samples (bnmem.attack.stage)."""
 import argparse
 import logging
 from pathlib import Path
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.io import atomic_path, load_npz, save_json, save_npz
-from bnmem.membership import attack_arms
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.core.io import atomic_path, load_npz, save_json, save_npz
+from bnmem.attack.stage import attack_arms
 
-log = logging.getLogger("bnmem.attack")
+log = logging.getLogger("bnmem.attack.lira")
 
 
 def main() -> None:

@@ -16,8 +16,9 @@ from importlib import metadata
 from pathlib import Path
 
 import bnmem
-from bnmem import cli, cpu
-from bnmem.io import atomic_path
+from bnmem.core import cli
+from bnmem.core import cpu
+from bnmem.core.io import atomic_path
 
 SUFFIXES = (".py", ".c", ".h", ".yaml")
 LIBRARIES = ("torch", "numpy", "torchvision")

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
-from bnmem import cli
-from bnmem.config import arm_recipe, load_config, pipeline_recipe
-from bnmem.io import atomic_path
+from bnmem.core import cli
+from bnmem.core.config import arm_recipe, load_config, pipeline_recipe
+from bnmem.core.io import atomic_path
 
 
 def main() -> None:

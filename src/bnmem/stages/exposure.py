@@ -1,5 +1,5 @@
 """exposure: every arm's target model scored against its arm's shadow models, sample by
-sample (bnmem.exposure); in an audit, also your own trained model (--target-weights, with
+sample (bnmem.exposure.scores); in an audit, also your own trained model (--target-weights, with
 --members when you know whom it trained on)."""
 import argparse
 import logging
@@ -7,13 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bnmem import cli
-from bnmem.config import ConfigError, load_config
-from bnmem.exposure import YOURS, exposure_arms, load_target, read_members
-from bnmem.io import load_json, load_state, save_json, save_npz
-from bnmem.pipeline import build, load_pool, tensors
+from bnmem.core import cli
+from bnmem.core.config import ConfigError, load_config
+from bnmem.core.kinds import YOURS
+from bnmem.exposure.scores import exposure_arms, load_target, read_members
+from bnmem.core.io import load_json, load_state, save_json, save_npz
+from bnmem.models.spec import build
+from bnmem.data.pool import load_pool, tensors
 
-log = logging.getLogger("bnmem.exposure")
+log = logging.getLogger("bnmem.exposure.scores")
 
 
 def main() -> None:

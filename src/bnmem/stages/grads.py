@@ -7,13 +7,14 @@ from typing import Iterator
 
 import numpy as np
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.grads import grads_for_arm
-from bnmem.io import InputError, atomic_path, load_json, load_state, save_json, save_npz
-from bnmem.pipeline import build, load_pool
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.grads.per_sample import grads_for_arm
+from bnmem.core.io import InputError, atomic_path, load_json, load_state, save_json, save_npz
+from bnmem.models.spec import build
+from bnmem.data.pool import load_pool
 
-log = logging.getLogger("bnmem.grads")
+log = logging.getLogger("bnmem.grads.per_sample")
 
 
 def main() -> None:

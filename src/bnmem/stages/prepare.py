@@ -4,12 +4,12 @@ import logging
 
 import numpy as np
 
-from bnmem import cli
-from bnmem.config import ConfigError, load_config, user_dataset
-from bnmem.corrupt import corrupt, split
-from bnmem.io import save_npz
-from bnmem.rng import SALT
-from bnmem.sources import class_count, load_splits, ood_images
+from bnmem.core import cli
+from bnmem.core.config import ConfigError, load_config, user_dataset
+from bnmem.data.corrupt import corrupt, split
+from bnmem.core.io import save_npz
+from bnmem.core.rng import SALT
+from bnmem.data.sources import class_count, load_splits, ood_images
 
 log = logging.getLogger("bnmem.prepare")
 

@@ -1,10 +1,10 @@
 """replicate@<arm>-<seed>: one extra training seed of one arm, end to end.
 
 The same library calls as train@, grads@, shadow@ and attack (bnmem.steps,
-bnmem.membership), with `seed` replaced by --seed for everything training draws (target
+bnmem.attack.stage), with `seed` replaced by --seed for everything training draws (target
 init and batch order, shadow keep masks and seeds) on the pool prepared with `seed`.
 Writes the target model, the shadow models (one shard) and one JSON record
-(bnmem.replicates.arm_record) that the report turns into means and CIs across seeds.
+(bnmem.report.replicates.arm_record) that the report turns into means and CIs across seeds.
 """
 import argparse
 import dataclasses
@@ -12,16 +12,16 @@ import logging
 import shutil
 from pathlib import Path
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.grads import grads_for_arm
-from bnmem.io import load_npz, save_json, save_npz, save_state
-from bnmem.membership import attack_one_arm
-from bnmem.pipeline import load_pool
-from bnmem.targets import train_arm
-from bnmem.replicates import arm_record
-from bnmem.shadow import resume_key, shadow_shard
-from bnmem.summary import gamma_sigma_summary
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.grads.per_sample import grads_for_arm
+from bnmem.core.io import load_npz, save_json, save_npz, save_state
+from bnmem.attack.stage import attack_one_arm
+from bnmem.data.pool import load_pool
+from bnmem.train.target import train_arm
+from bnmem.report.replicates import arm_record
+from bnmem.train.shadow import resume_key, shadow_shard
+from bnmem.report.summary import gamma_sigma_summary
 
 log = logging.getLogger("bnmem.replicate")
 

@@ -1,11 +1,11 @@
 """report: target-model and gradient comparisons, the claims table with its verdicts,
-headline metrics, figures and report.md (bnmem.report.build_report)."""
+headline metrics, figures and report.md (bnmem.report.build.build_report)."""
 import argparse
 from pathlib import Path
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.report import build_report
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.report.build import build_report
 
 INPUTS = ("params", "pool", "test", "models", "curves", "grads", "grad-hists", "attack",
           "membership", "scores", "roc", "theory", "replicates", "exposure")

@@ -1,8 +1,8 @@
 """shadow@<arm>-<shard>: train one shard of an arm's shadow models and query them.
 
-Models train `shadow.chunk` at a time as one stacked network (bnmem.stacked, LeNet; other
+Models train `shadow.chunk` at a time as one stacked network (bnmem.train.stacked, LeNet; other
 archs fall back to the plain loop), here or, with shadow.backend: dask in --params, as tasks
-on a Dask cluster (bnmem.scaleout). Each finished model's logits are kept in
+on a Dask cluster (bnmem.train.scaleout). Each finished model's logits are kept in
 `<out>.partial/` so a killed run resumes without retraining them.
 """
 import argparse
@@ -11,13 +11,13 @@ import shutil
 import time
 from pathlib import Path
 
-from bnmem import cli
-from bnmem.config import ConfigError, load_config
-from bnmem.io import save_npz
-from bnmem.pipeline import load_pool
-from bnmem.shadow import resume_key, shadow_shard
+from bnmem.core import cli
+from bnmem.core.config import ConfigError, load_config
+from bnmem.core.io import save_npz
+from bnmem.data.pool import load_pool
+from bnmem.train.shadow import resume_key, shadow_shard
 
-log = logging.getLogger("bnmem.shadow")
+log = logging.getLogger("bnmem.train.shadow")
 
 
 def main() -> None:

@@ -4,12 +4,12 @@ import logging
 
 import pandas as pd
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.io import atomic_path, save_json
-from bnmem.theory import plot_theory, run_theory
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.core.io import atomic_path, save_json
+from bnmem.theory.mechanism import plot_theory, run_theory
 
-log = logging.getLogger("bnmem.theory")
+log = logging.getLogger("bnmem.theory.mechanism")
 
 
 def main() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from bnmem import cli
-from bnmem.config import load_config
-from bnmem.io import atomic_path, load_npz, save_json, save_state
-from bnmem.pipeline import load_pool
-from bnmem.targets import train_arm
+from bnmem.core import cli
+from bnmem.core.config import load_config
+from bnmem.core.io import atomic_path, load_npz, save_json, save_npz, save_state
+from bnmem.data.pool import load_pool
+from bnmem.train.target import final_evals, train_arm
 
 
 LIVE_KEYS = ("loss", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc", "test_acc", "lr")
@@ -48,7 +48,8 @@ def main() -> None:
     p.add_argument("--recipe", required=True, help="data/recipes/<arm>.yaml from configure")
     p.add_argument("--pool", required=True)
     p.add_argument("--test", required=True)
-    p.add_argument("--model", required=True, help="output state_dict (.pt); .json beside it")
+    p.add_argument("--model", required=True, help="output state_dict (.pt); beside it .json (spec, "
+                   "final metrics, gamma/sigma, gamma push) and _eval.npz (per-sample correctness)")
     p.add_argument("--checkpoints", required=True, help="output folder of epoch_<k>.pt")
     p.add_argument("--curves", required=True, help="output per-epoch CSV")
     p.add_argument("--live", help="output dvclive folder (per-epoch metrics as step plots)")
@@ -56,12 +57,17 @@ def main() -> None:
     cfg = load_config(args.recipe)
     kernels = cli.setup(cfg.train.threads)
     live, on_record = live_logger(args.live) if args.live else (None, None)
-    model, history, meta = train_arm(cfg, load_pool(args.pool), load_npz(args.test, ("x", "y")),
-                                     Path(args.checkpoints), on_record=on_record)
+    pool, test = load_pool(args.pool), load_npz(args.test, ("x", "y"))
+    model, history, meta = train_arm(cfg, pool, test, Path(args.checkpoints), on_record=on_record)
     if live is not None:
         live.end()
-    save_state(args.model, model.state_dict())
-    save_json(Path(args.model).with_suffix(".json"), {**meta, "cpu_kernels": kernels})
+    evals, push = final_evals(cfg, model, meta, pool, test)
+    if push is not None:
+        meta["gamma_push"] = push
+    out = Path(args.model)
+    save_state(out, model.state_dict())
+    save_npz(out.with_name(f"{out.stem}_eval.npz"), **evals)
+    save_json(out.with_suffix(".json"), {**meta, "cpu_kernels": kernels})
     with atomic_path(args.curves) as tmp:
         pd.DataFrame(history).drop(columns=["seconds"]).to_csv(tmp, index=False, float_format="%.6g")
 

@@ -1,0 +1,124 @@
+"""Coverage of the matched-utility difference: BN - none at matched held-out accuracy,
+interpolated between annealed endpoints (bnmem.attack.frontier), on simulated runs with a known
+truth (bench/bench_coverage_matched.py writes the table; a small seeded version is a test).
+
+A run is two paired arms x K endpoints (complete training runs of increasing budget) of
+16 shadow models (8 complementary pairs) x N samples. Endpoint k of arm j adds a utility
+shift u_jk to every sample's logit-scaled confidence (members and non-members alike: the
+model gets better, so its held-out accuracy rises) and a membership effect e_jk on its
+members (bnmem.attack.simulate's form: per-sample d_i, per-model strength; flipped samples hard
+and memorized 3x more). Endpoints of one run share samples, keep masks and model seeds,
+with noise correlated 0.7 between endpoints (separate training runs from the same seeds).
+The truth of a figure is its expected point estimate over fresh runs. Every draw goes
+through the production path: bnmem.attack.resample.arm_draw per endpoint, then
+bnmem.attack.frontier.draw_compare at the common held-out accuracy and over the overlap, and the
+interval from bnmem.attack.intervals.IntervalPlan, exactly as the attack stage reports it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.attack.lira import PairSignals
+from bnmem.attack.coverage import simulate_all, tabulate
+from bnmem.attack.frontier import draw_compare
+from bnmem.attack.intervals import IntervalPlan, designs
+from bnmem.core.keep import keep_matrix
+from bnmem.attack.resample import arm_draw, draw_designs
+
+VARIANT = "lira_online_fixed"
+# (figure, key of draw_compare's row) under the primary criterion
+FIGURES = (("auc_matched", "auc_all"), ("auc_overlap", "auc_all_overlap"),
+           ("fz_flipped_matched", "fz_flipped"), ("tpr_low_matched", "tpr_low_all"))
+PLAN_NAME = {"auc_matched": "auc_all", "auc_overlap": "auc_all",
+             "fz_flipped_matched": "fz_flipped", "tpr_low_matched": "tpr_low_all"}
+# arm a leaks more per endpoint but also gains utility faster; b is the slower learner
+UTILITY = ((-1.2, -0.5, 0.0), (-1.4, -0.8, -0.3))
+EFFECT = ((0.25, 0.45, 0.65), (0.2, 0.35, 0.45))
+RHO = 0.7
+
+
+def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
+             utility=UTILITY, effect=EFFECT) -> tuple[np.ndarray, np.ndarray]:
+    """(phi [arms, K, m, N, 1] float64, keep [m, N]) of one run (module docstring)."""
+    rng = np.random.default_rng([seed, 0xF207])
+    keep = keep_matrix(n_models, n, seed)
+    loc, spread = rng.normal(1.0, 2, n), rng.uniform(0.5, 1.5, n)
+    d = np.abs(rng.normal(0, 1, n))
+    hard = np.asarray(kind) == 1
+    loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
+    strength = rng.normal(1, 0.3, (n_models, 1))
+    shift = rng.normal(0, 0.3, (n_models, 1))
+    common = rng.normal(size=(n_models, n))
+    k_end = len(utility[0])
+    own = rng.normal(size=(k_end, n_models, n))
+    phi = np.empty((len(utility), k_end, n_models, n, 1))
+    for k in range(k_end):
+        noise = RHO * common + np.sqrt(1 - RHO ** 2) * own[k]
+        base = loc[None] + shift + spread[None] * noise
+        for j in range(len(utility)):
+            phi[j, k, ..., 0] = base + utility[j][k] + effect[j][k] * strength * d * keep
+    return phi, keep
+
+
+def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
+          weights: np.ndarray) -> np.ndarray:
+    """[draws, figures]: a - b of every FIGURES entry, one row per draw."""
+    ids = np.arange(keep.shape[0])
+    ends = []  # [arm][draw][endpoint]
+    for arm in phi:
+        per_end = []
+        for p in arm:
+            data = {"phi": p, "keep": keep, "correct": p[..., 0] > 0, "model_ids": ids}
+            ps, cache = PairSignals.build(p, keep, ids), {}
+            per_end.append([arm_draw(data, ps, [], c, w, kind, VARIANT, True, cache)
+                            for c, w in zip(counts, weights)])
+        ends.append([[per_end[k][r] for k in range(len(per_end))] for r in range(len(counts))])
+    out = []
+    for ea, eb in zip(*ends):
+        r = draw_compare(ea, eb, "heldout", ("auc_all", "fz_flipped", "tpr_low_all"))
+        out.append([r[key] for _, key in FIGURES])
+    return np.array(out, dtype=np.float64)
+
+
+def _truth_row(args: tuple) -> np.ndarray:
+    n_models, n, kind, seed = args
+    phi, keep = simulate(n_models, n, kind, seed)
+    p = n_models // 2
+    return _rows(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)))[0]
+
+
+def _run(args: tuple) -> dict[str, np.ndarray]:
+    """One simulated run: {procedure: [2, F] (lo, hi)}."""
+    n_models, n, kind, draws, seed, procedures = args
+    phi, keep = simulate(n_models, n, kind, seed)
+    p = n_models // 2
+    names = tuple(dict.fromkeys(d for proc in procedures for d in designs(proc)))
+    counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
+                                             names)
+    vals = _rows(phi, keep, kind, counts, weights)
+    out = {}
+    for proc in procedures:
+        plan = IntervalPlan(proc, p, {d: segments[d] for d in designs(proc)})
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
+              for j, (f, _) in enumerate(FIGURES)]
+        out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
+                              [np.nan if c[1] is None else c[1] for c in ci]])
+    return out
+
+
+def matched_coverage(runs: int, n: int = 800, n_models: int = 16, draws: int = 40,
+                     truth_runs: int = 400, flipped: float = 0.1, seed: int = 0,
+                     workers: int = 1, procedures: tuple[str, ...] = ("mixed",)) -> dict:
+    """Coverage and mean width of each procedure for every FIGURES entry; runs and truth
+    runs use disjoint seeds."""
+    kind = np.zeros(n, np.int8)
+    kind[: int(round(flipped * n))] = 1
+    truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s) for s in range(truth_runs)]
+    run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures) for r in range(runs)]
+    truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
+    names = [f for f, _ in FIGURES]
+    table = tabulate(done, truth, names, procedures)
+    return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models,
+            "draws": draws, "flipped": flipped, "truth_runs": truth_runs,
+            "utility": [list(u) for u in UTILITY], "effect": [list(e) for e in EFFECT],
+            "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}

@@ -1,0 +1,242 @@
+"""Privacy-utility frontiers from annealed endpoints (shadow.budgets).
+
+Every shadow model is trained as a complete run of each budget (its own schedule, annealed
+at its own end) besides its train.epochs run, so each point of an arm's curve is a finished
+training run, never a mid-schedule epoch of a longer one (the learning rate's phase moves
+leakage by itself). Arms are compared where they are equally useful:
+
+- **held-out accuracy** (primary, fixed in advance): the shadows' accuracy on the clean pool
+  samples they did not train on;
+- fit (accuracy on their IN clean samples) and train loss (mean cross-entropy on their
+  training set, training labels): secondary;
+- generalization gap (fit minus held-out accuracy): secondary.
+
+For a utility (held-out accuracy, fit, minus the train loss) the comparison is between
+**Pareto frontiers**: the least leakage an arm reaches at or above a utility level, along
+the polyline through its endpoints in budget order (`pareto_at`), so a longer run that adds
+leakage at flat utility (overtraining) cannot make an arm look worse than its best run.
+The difference is taken at the common point (the highest utility both arms reach: the lower
+of their best utilities) and averaged over the overlap of their utility ranges. The gap is
+no utility: there the leakage is interpolated at the common gap along the budget order.
+
+Everything is computed inside every models+samples draw (bnmem.attack.resample), so the intervals
+include training randomness.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.core.io import InputError, load_npz
+from bnmem.attack.matched import at_fit
+
+# criterion -> (figure on the endpoints, sign that makes it a utility, or None: no utility)
+CRITERIA = {"heldout": ("out_acc_clean", 1.0), "fit": ("in_acc_clean", 1.0),
+            "loss": ("train_loss", -1.0), "gap": ("gen_gap", None)}
+PRIMARY = "heldout"
+LABELS = {"heldout": "matched held-out accuracy", "fit": "matched fit",
+          "loss": "matched train loss", "gap": "matched generalization gap"}
+FIGURES = ("auc_all", "auc_clean", "tpr_low_all", "fz_flipped", "fz_ood", "in_acc_flipped",
+           "in_acc_ood")
+ENDPOINT_FIGURES = ("out_acc_clean", "in_acc_clean", "train_loss", "gen_gap") + FIGURES
+GRID = 21  # overlap points
+# a budget step overtrains when its AUC gain is >= 1 point and its held-out accuracy gain is
+# less than a quarter of it (both in points): a rate, so it does not depend on the grid
+OVERTRAIN = (0.25, 0.01)
+
+
+def train_loss(logits: np.ndarray, labels: np.ndarray, identity: int = 0) -> np.ndarray:
+    """float64 [m, N]: cross-entropy of each model's identity query on the training labels."""
+    z = logits[:, :, identity].astype(np.float64)
+    top = z.max(-1, keepdims=True)
+    lse = np.log(np.exp(z - top).sum(-1)) + top[..., 0]
+    return lse - np.take_along_axis(z, labels[None, :, None], -1)[..., 0]
+
+
+def load_budget_logits(paths: list, n_samples: int, budgets: tuple[int, ...]) -> np.ndarray | None:
+    """budget_logits [m, B, N, Q, C] of an arm's shards, models in id order; None when
+    the shards were trained without shadow.budgets. A shard whose budgets differ from the
+    recipe's is a one-line InputError."""
+    if not budgets:
+        return None
+    parts = [load_npz(p, ("keep", "model_ids")) for p in paths]
+    for path, z in zip(paths, parts):
+        if "budget_logits" not in z or "budgets" not in z:
+            raise InputError(f"{path}: no budget_logits; shadow.budgets={list(budgets)} "
+                             "wants them: re-run the shadow stage")
+        if [int(b) for b in z["budgets"]] != list(budgets):
+            raise InputError(f"{path}: budgets {z['budgets'].tolist()} differ from "
+                             f"shadow.budgets={list(budgets)}; re-run the shadow stage")
+        bl, m = z["budget_logits"], len(z["model_ids"])
+        if bl.ndim != 5 or bl.shape[:3] != (m, len(budgets), n_samples):
+            raise InputError(f"{path}: budget_logits {bl.shape} do not fit "
+                             f"[m={m}, B={len(budgets)}, N={n_samples}, Q, C]")
+        if not np.isfinite(bl).all():
+            raise InputError(f"{path}: non-finite budget_logits; re-run the shadow stage")
+    order = np.argsort(np.concatenate([z["model_ids"] for z in parts]))
+    return np.concatenate([z["budget_logits"] for z in parts])[order]
+
+
+def budget_data(paths: list, labels: np.ndarray, identity: int, budgets: tuple[int, ...],
+                keep: np.ndarray, model_ids: np.ndarray) -> list[dict]:
+    """The attack inputs (bnmem.attack.resample.arm_draw's `data`) of every extra budget's
+    endpoint, budget order: phi, correct and loss from budget_logits; [] without budgets."""
+    from bnmem.attack.lira import signals  # numpy only; imported here to keep this module light
+    bl = load_budget_logits(paths, labels.size, budgets)
+    if bl is None:
+        return []
+    ids = np.sort(model_ids)
+    out = []
+    for i in range(len(budgets)):
+        lg = np.ascontiguousarray(bl[:, i])
+        phi, _, correct = signals(lg, labels, identity)
+        out.append({"phi": phi, "keep": keep, "correct": correct, "model_ids": ids,
+                    "loss": train_loss(lg, labels, identity), "epoch_phi": None,
+                    "epoch_correct": None})
+    return out
+
+
+def full_loss(paths: list, labels: np.ndarray, identity: int) -> np.ndarray:
+    """train_loss of the train.epochs models (shards' logits), models in id order."""
+    parts = [load_npz(p, ("logits", "model_ids")) for p in paths]
+    order = np.argsort(np.concatenate([z["model_ids"] for z in parts]))
+    return np.concatenate([train_loss(z["logits"], labels, identity) for z in parts])[order]
+
+
+def pareto_at(u: np.ndarray, y: np.ndarray, level: float) -> float:
+    """The least `y` on the polyline through (u, y) (endpoints in budget order) at utility
+    >= `level`: the Pareto frontier. nan when no point reaches `level` (no extrapolation)."""
+    u, y = np.asarray(u, float), np.asarray(y, float)
+    if not (np.isfinite(u).all() and np.isfinite(y).all()) or not np.isfinite(level):
+        return np.nan
+    vals = list(y[u >= level - 1e-12])
+    for i in range(u.size - 1):  # segments crossing the level add their crossing point
+        u0, u1 = u[i], u[i + 1]
+        if (u0 - level) * (u1 - level) < 0:
+            vals.append(y[i] + (level - u0) / (u1 - u0) * (y[i + 1] - y[i]))
+    return float(min(vals)) if vals else np.nan
+
+
+def pareto_grid(u: np.ndarray, y: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """pareto_at at every level at once (vectorized; tests check it against pareto_at)."""
+    u, y, lv = np.asarray(u, float), np.asarray(y, float), np.asarray(levels, float)[:, None]
+    if not (np.isfinite(u).all() and np.isfinite(y).all()):
+        return np.full(lv.shape[0], np.nan)
+    pts = np.where(u[None] >= lv - 1e-12, y[None], np.inf)
+    u0, u1, y0, y1 = u[:-1], u[1:], y[:-1], y[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where((u0 - lv) * (u1 - lv) < 0, y0 + (lv - u0) / (u1 - u0) * (y1 - y0), np.inf)
+    best = np.minimum(pts.min(1), cross.min(1) if cross.size else np.inf)
+    best[~np.isfinite(lv[:, 0])] = np.inf
+    return np.where(np.isfinite(best), best, np.nan)
+
+
+def _series(ends: list[dict], key: str, sign: float | None) -> np.ndarray:
+    v = np.array([e[key] for e in ends], float)
+    return v * sign if sign is not None else v
+
+
+def common_point(ua: np.ndarray, ub: np.ndarray) -> tuple[float, np.ndarray]:
+    """(the highest utility both arms reach, the overlap grid of their utility ranges
+    (empty when they do not overlap))."""
+    top = float(min(np.nanmax(ua), np.nanmax(ub)))
+    low = float(max(np.nanmin(ua), np.nanmin(ub)))
+    return top, (np.linspace(low, top, GRID) if top > low else np.empty(0))
+
+
+def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
+                 figures: tuple[str, ...] = FIGURES) -> dict[str, float]:
+    """One draw's a - b per figure under one criterion: at the common point ("<fig>") and
+    averaged over the overlap ("<fig>_overlap"); plus the common point itself ("level")."""
+    key, sign = CRITERIA[criterion]
+    ua, ub = _series(ends_a, key, sign), _series(ends_b, key, sign)
+    if not (np.isfinite(ua).all() and np.isfinite(ub).all()):
+        return {"level": np.nan, **{f: np.nan for f in figures},
+                **{f"{f}_overlap": np.nan for f in figures},
+                **{f"{f}_arms": (np.nan, np.nan) for f in figures}}
+    out: dict[str, float] = {}
+    if sign is None:  # generalization gap: interpolate at the common gap, budget order
+        level = float(min(ua.max(), ub.max()))
+        out["level"] = level
+        for f in figures:
+            ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
+            va, vb = at_fit(ua, ya, level)[0], at_fit(ub, yb, level)[0]
+            out[f], out[f"{f}_arms"], out[f"{f}_overlap"] = va - vb, (va, vb), np.nan
+        return out
+    level, grid = common_point(ua, ub)
+    out["level"] = level * sign
+    levels = np.concatenate([[level], grid])
+    for f in figures:
+        ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
+        pa, pb = pareto_grid(ua, ya, levels), pareto_grid(ub, yb, levels)
+        d = pa - pb
+        out[f] = float(d[0])
+        out[f"{f}_arms"] = (float(pa[0]), float(pb[0]))
+        out[f"{f}_overlap"] = float(np.mean(d[1:])) if grid.size else np.nan
+    return out
+
+
+def overtraining(ends: list[dict], budgets: list[int]) -> list[dict]:
+    """Budget steps where the AUC rises by at least 1 point while held-out accuracy gains
+    less than a quarter of that (point estimates): leakage grows at nearly flat utility,
+    the arm overtrains there."""
+    out = []
+    for i in range(len(ends) - 1):
+        du = ends[i + 1]["out_acc_clean"] - ends[i]["out_acc_clean"]
+        dy = ends[i + 1]["auc_all"] - ends[i]["auc_all"]
+        if dy >= OVERTRAIN[1] and du < OVERTRAIN[0] * dy:
+            out.append({"from": budgets[i], "to": budgets[i + 1], "heldout_gain": float(du),
+                        "auc_gain": float(dy)})
+    return out
+
+
+def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
+    """a - b under every criterion (point = draw 0, interval from the draws via `plan`,
+    bnmem.attack.intervals.IntervalPlan), plus a - b at every equal budget."""
+    out: dict = {"criteria": {}, "equal_budget": []}
+    for crit in CRITERIA:
+        rows = [draw_compare(a, b, crit) for a, b in zip(draws_a, draws_b)]
+        c: dict = {"level": rows[0]["level"], "figures": {}}
+        for f in FIGURES:
+            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f),
+                               "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan, f),
+                               # each arm's own value there (point estimates): the floor rule
+                               "arms_at_common": [None if not np.isfinite(v) else float(v)
+                                                  for v in rows[0][f"{f}_arms"]]}
+        out["criteria"][crit] = c
+    for i in range(len(draws_a[0])):
+        out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
+                                                 zip(draws_a, draws_b)], plan, f)
+                                    for f in FIGURES})
+    # the primary criterion's AUC difference over draw 0's overlap, with its band
+    key, sign = CRITERIA[PRIMARY]
+    ua0, ub0 = _series(draws_a[0], key, sign), _series(draws_b[0], key, sign)
+    _, grid = common_point(ua0, ub0)
+    curve = np.array([pareto_grid(_series(a, key, sign), _series(a, "auc_all", None), grid)
+                      - pareto_grid(_series(b, key, sign), _series(b, "auc_all", None), grid)
+                      for a, b in zip(draws_a, draws_b)]).reshape(len(draws_a), -1)
+    band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
+    out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
+                    "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
+    return out
+
+
+def arm_endpoints(draws: list[list[dict]], budgets: list[int], plan) -> list[dict]:
+    """Per endpoint (budget order): its epochs and every endpoint figure with its interval."""
+    out = []
+    for i, b in enumerate(budgets):
+        row: dict = {"epochs": int(b)}
+        for f in ENDPOINT_FIGURES:
+            s = _summary([d[i][f] for d in draws], plan, f)
+            if f not in ("train_loss", "gen_gap") and s["lo"] is not None:
+                low = -1.0 if f.startswith("fz_") else 0.0
+                s["lo"], s["hi"] = max(s["lo"], low), min(s["hi"], 1.0)
+            row[f] = s
+        out.append(row)
+    return out
+
+
+def _summary(vals, plan, figure: str) -> dict:
+    vals = np.asarray(vals, float)
+    v = float(vals[0])
+    lo, hi = plan.ci(v, vals, figure)
+    return {"value": v if np.isfinite(v) else None, "lo": lo, "hi": hi}

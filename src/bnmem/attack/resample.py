@@ -1,0 +1,258 @@
+"""Intervals that include training randomness: one bootstrap over shadow-model pairs and
+pool samples together, and the matched-fit comparison computed inside every draw.
+
+A draw takes the arm's P complementary shadow pairs with multinomial multiplicities
+(the same draw for every arm: the shadow stage gives all arms the same keep masks and
+seeds, so pairs correspond) and the pool samples with multiplicities stratified by kind.
+Inside a draw every drawn model is the target once, with the *other* drawn pairs as its
+shadows (balanced leave-one-pair-out, `bnmem.attack.lira.lira_draw`), so the interval covers
+which shadow models were trained as well as which samples were drawn. Draw 0 is the
+unresampled data: its values are the point estimates.
+
+Per arm and draw (`arm_draw`): the headline attack's AUC per kind and TPR at the low FPR,
+the shadows' fit (accuracy on IN clean samples, pooled over models), their memorization
+(accuracy on IN flipped / OOD samples with the corrupted label) and the Feldman-Zhang
+score (IN minus OUT accuracy) per kind; per epoch, fit, memorization and AUC (identity
+query, the one recorded after every epoch). `compare` turns two arms' draws into
+differences at equal epochs and at matched fit (linear between recorded epochs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.attack.lira import PairSignals, lira_draw
+from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
+from bnmem.attack.intervals import IntervalPlan, designs
+from bnmem.attack.matched import at_fit, common_fit, fit_grid
+from bnmem.attack.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
+
+LOW_FPR = 1e-3  # the headline low-FPR operating point
+
+
+def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
+              procedure: str = "both") -> tuple[np.ndarray, np.ndarray, IntervalPlan]:
+    """(pair counts [R, P], sample weights [R, N], plan) for one interval procedure
+    (`draw_designs` over the designs it needs)."""
+    counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, designs(procedure))
+    return counts, weights, IntervalPlan(procedure, n_pairs, segments)
+
+
+def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
+                 names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(pair counts [R, P], sample weights [R, N], {design: (start, stop)}): row 0 is all
+    ones (no resampling), then the rows of each design in `names`: `n_boot` with pairs
+    drawn and samples fixed ("pairs"), samples drawn and pairs fixed ("samples"), or both
+    together ("both"); P for the jackknife (each pair left out once, samples fixed)."""
+    counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
+    ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
+    for design in names:
+        if design == "jackknife":
+            c = np.ones((n_pairs, n_pairs), np.int64) - np.eye(n_pairs, dtype=np.int64)
+            w = np.ones((n_pairs, kind.size))
+        else:
+            c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
+                 if design != "samples" else ones_c)
+            w = bootstrap_weights(kind, n_boot, rng) if design != "pairs" else ones_w
+        start = sum(len(x) for x in counts)
+        segments[design] = (start, start + len(c))
+        counts.append(c)
+        weights.append(w)
+    return np.vstack(counts), np.vstack(weights), segments
+
+
+def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
+    w = np.zeros(m)
+    w[ps.first], w[ps.second] = counts, counts
+    return w
+
+
+def _roc(scores: dict[int, np.ndarray], keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
+         cols: np.ndarray) -> dict[str, float]:
+    """AUC and TPR at LOW_FPR of the (model, sample) pairs, weighted by mw x sw."""
+    rows = np.array(sorted(scores))
+    s = np.stack([scores[r][cols] for r in rows])
+    lab = keep[np.ix_(rows, cols)]
+    w = (mw[rows, None] * sw[None, cols]).ravel()
+    if not lab.any() or lab.all():
+        return {"auc": np.nan, "tpr": np.nan}
+    fpr, tpr = roc_points(s, lab, w[None])
+    summ = roc_summary(fpr[0], tpr[0], levels={"low": LOW_FPR})
+    return {"auc": float(summ["auc"]), "tpr": float(summ["tpr_at_fpr_low"])}
+
+
+def _pooled_acc(correct: np.ndarray, sel: np.ndarray, mw: np.ndarray, sw: np.ndarray) -> float:
+    """Accuracy over the selected (model, sample) pairs, weighted mw x sw; nan if none."""
+    den = mw @ sel @ sw
+    return float(mw @ (correct & sel) @ sw / den) if den > 0 else np.nan
+
+
+def _fz(correct: np.ndarray, keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
+        mask: np.ndarray) -> float:
+    """Feldman-Zhang memorization: sample-weighted mean of IN minus OUT accuracy."""
+    n_in, n_out = mw @ keep, mw @ ~keep
+    ok = mask & (n_in > 0) & (n_out > 0) & (sw > 0)
+    if not ok.any():
+        return np.nan
+    score = (mw @ (correct & keep))[ok] / n_in[ok] - (mw @ (correct & ~keep))[ok] / n_out[ok]
+    return float(np.average(score, weights=sw[ok]))
+
+
+EPOCH_FIGURES = ("fit", "auc_all", "in_acc_flipped", "in_acc_ood", "fz_flipped", "fz_ood")
+
+
+def _lira(cache: dict | None, key, ps: PairSignals, phi: np.ndarray, counts: np.ndarray,
+          variant: str, one_sided: bool) -> dict:
+    """lira_draw, memoized in `cache` for the unresampled pairs (all counts 1: the point and
+    every samples-only row share one set of scores; only the sample weights differ)."""
+    if cache is None or not (counts == 1).all():
+        return lira_draw(ps, phi, counts, variant, one_sided)
+    if key not in cache:
+        cache[key] = lira_draw(ps, phi, counts, variant, one_sided)
+    return cache[key]
+
+
+def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
+             counts: np.ndarray, sw: np.ndarray, kind: np.ndarray, variant: str,
+             one_sided: bool, cache: dict | None = None, lean: bool = False
+             ) -> dict[str, float | np.ndarray]:
+    """All figures of one arm in one draw (see the module docstring).
+
+    data: {"phi" [m,N,Q], "keep" [m,N], "correct" [m,N], "epoch_phi" [m,E,N] | None,
+    "epoch_correct" [m,E,N] | None, optionally "loss" [m,N] (per-pair cross-entropy: gives
+    train_loss)}. cache: a dict kept across draws of this `data` (memoizes the unresampled
+    pairs' scores). lean: the per-subset AUCs and the per-epoch figures are nan (all
+    samples' AUC and TPR, accuracies, memorization and loss are computed): the rows whose
+    design only TPR's interval reads (procedure `mixed`: the pairs+samples rows serve TPR
+    at low FPR alone, and it needs the utilities that locate a matched point).
+    """
+    keep, m = data["keep"], data["keep"].shape[0]
+    mw = _model_weights(ps_final, counts, m)
+    scores = _lira(cache, "final", ps_final, data["phi"], counts, variant, one_sided)
+    out: dict = {"units": counts.size}
+    for sub, code in SUBSETS.items():  # nan when no drawn model has another pair as shadows
+        if lean and code is not None:
+            out[f"auc_{sub}"] = np.nan
+            continue
+        cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
+        r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
+             else {"auc": np.nan, "tpr": np.nan})
+        out[f"auc_{sub}"] = r["auc"]
+        if sub == "all":  # only where the negatives allow >= 10 false positives at LOW_FPR
+            out["tpr_low_all"] = r["tpr"] if tpr_supported(int((~keep).sum()), LOW_FPR) else np.nan
+    for name, code in KINDS.items():
+        sel = keep & (kind == code)[None]
+        out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw, sw)
+        out[f"fz_{name}"] = _fz(data["correct"], keep, mw, sw, kind == code)
+    # accuracy on clean samples a model did not train on: the shadows' test accuracy
+    out["out_acc_clean"] = _pooled_acc(data["correct"], ~keep & (kind == CLEAN)[None], mw, sw)
+    out["gen_gap"] = out["in_acc_clean"] - out["out_acc_clean"]
+    if data.get("loss") is not None:  # mean cross-entropy on the training sets
+        den = mw @ keep @ sw
+        out["train_loss"] = float(mw @ (data["loss"] * keep) @ sw / den) if den > 0 else np.nan
+    if data.get("epoch_phi") is not None and lean:
+        nan = np.full(data["epoch_phi"].shape[1], np.nan)
+        out["epoch"] = {k: nan for k in EPOCH_FIGURES}
+    elif data.get("epoch_phi") is not None:
+        e_auc, e_fit, e_flip, e_ood, e_fzf, e_fzo = [], [], [], [], [], []
+        for e, ps in enumerate(ps_epochs):
+            c = data["epoch_correct"][:, e]
+            sc = _lira(cache, e, ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
+            e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size))["auc"] if sc else np.nan)
+            e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw, sw))
+            e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw, sw))
+            e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw, sw))
+            e_fzf.append(_fz(c, keep, mw, sw, kind == FLIPPED))
+            e_fzo.append(_fz(c, keep, mw, sw, kind == OOD))
+        out["epoch"] = {"fit": np.array(e_fit), "auc_all": np.array(e_auc),
+                        "in_acc_flipped": np.array(e_flip), "in_acc_ood": np.array(e_ood),
+                        "fz_flipped": np.array(e_fzf), "fz_ood": np.array(e_fzo)}
+    return out
+
+
+def epoch_pairs(data: dict) -> list[PairSignals]:
+    """PairSignals of every recorded epoch (identity query), [] when none were recorded."""
+    if data.get("epoch_phi") is None:
+        return []
+    ids = data["model_ids"]
+    return [PairSignals.build(data["epoch_phi"][:, e, :, None].astype(np.float64),
+                              data["keep"], ids) for e in range(data["epoch_phi"].shape[1])]
+
+
+def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = None,
+            plan: IntervalPlan | None = None) -> dict:
+    """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
+    with a 95 % interval from the other draws (models and samples resampled;
+    `bnmem.attack.intervals.IntervalPlan`).
+
+    Matched fit: each draw's own common fit (the lower final shadow fit), every figure
+    interpolated at it; `curve` gives the AUC difference over `grid` (default: draw 0's
+    overlapping fit range).
+    """
+    plan = plan or _legacy_plan(draws_a)
+    out: dict = {"equal_epochs": {}, "matched_fit": {}}
+    for key in draws_a[0]:
+        if key in ("epoch", "units", "endpoints"):
+            continue
+        vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
+        out["equal_epochs"][key] = _summary(vals, plan, key)
+    if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
+        return out
+    # the per-epoch attack sees the identity query only (the one recorded every epoch), so
+    # the equal-epoch figure that matched fit is compared with is its last epoch, not the
+    # all-queries auc_all above
+    vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]
+                     for a, b in zip(draws_a, draws_b)])
+    out["equal_epochs"]["auc_identity"] = _summary(vals, plan, "auc_identity")
+    keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
+            "in_acc_ood": "in_acc_ood", "fz_flipped": "fz_flipped",
+            "fz_ood": "fz_ood"}  # output name -> per-epoch figure
+    rows, fits, epochs = {k: [] for k in keys}, [], []
+    for a, b in zip(draws_a, draws_b):
+        ea, eb = a["epoch"], b["epoch"]
+        target = common_fit(ea["fit"], eb["fit"])
+        fits.append(target)
+        for k, fig in keys.items():
+            va, pa = at_fit(ea["fit"], ea[fig], target)
+            vb, pb = at_fit(eb["fit"], eb[fig], target)
+            rows[k].append(va - vb)
+        epochs.append((pa, pb))
+    out["matched_fit"] = {k: _summary(np.array(v), plan, k) for k, v in rows.items()}
+    out["matched_fit"]["fit"] = fits[0]
+    out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = epochs[0]
+    e0a, e0b = draws_a[0]["epoch"], draws_b[0]["epoch"]
+    grid = fit_grid(e0a["fit"], e0b["fit"]) if grid is None else grid
+    curve = np.array([[at_fit(a["epoch"]["fit"], a["epoch"]["auc_all"], f)[0]
+                       - at_fit(b["epoch"]["fit"], b["epoch"]["auc_all"], f)[0] for f in grid]
+                      for a, b in zip(draws_a, draws_b)])  # [B+1, G]
+    band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
+    out["curve"] = {"fit": grid.tolist(), "auc_all": curve[0].tolist(),
+                    "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
+    return out
+
+
+def arm_summary(draws: list[dict], plan: IntervalPlan | None = None) -> dict:
+    """Every per-arm figure: point estimate with its interval over draws, the interval
+    clipped to the figure's range (AUC, TPR and accuracies in [0, 1], FZ in [-1, 1])."""
+    plan, out = plan or _legacy_plan(draws), {}
+    for k in draws[0]:
+        if k in ("epoch", "units", "endpoints"):
+            continue
+        row = _summary(np.array([d[k] for d in draws]), plan, k)
+        low = -1.0 if k.startswith("fz_") else 0.0
+        if row["lo"] is not None and k not in ("train_loss", "gen_gap"):
+            row["lo"], row["hi"] = max(row["lo"], low), min(row["hi"], 1.0)
+        out[k] = row
+    if "epoch" in draws[0]:
+        out["epoch"] = {k: v.tolist() for k, v in draws[0]["epoch"].items()}
+    return out
+
+
+def _legacy_plan(draws: list[dict]) -> IntervalPlan:
+    """Every row after the point drawn with pairs and samples together."""
+    return IntervalPlan("both", int(draws[0]["units"]), {"both": (1, len(draws))})
+
+
+def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str) -> dict:
+    v = float(vals[0])
+    lo, hi = plan.ci(v, vals, figure)
+    return {"value": v if np.isfinite(v) else None, "lo": lo, "hi": hi}

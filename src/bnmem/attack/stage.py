@@ -1,0 +1,307 @@
+"""The attack stage's library entry point: every arm's attacks, their null calibration,
+and the intervals (models and samples resampled) that the report's verdicts use.
+
+Two kinds of interval, named in every output:
+- `samples`: a stratified bootstrap over pool samples with the shadow models fixed
+  (every attack variant, `results/attack.json`); it ignores training randomness.
+- `models+samples`: `bnmem.attack.resample`, shadow pairs and samples drawn together
+  (the headline attack, memorization and matched fit, `results/membership.json`).
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bnmem.attack.lira import (
+    PairSignals, Signals, load_shadow, loo_lira, memorization, run_attacks, signals,
+)
+from bnmem.attack import frontier
+from bnmem.attack import grad_claims
+from bnmem.core.config import Config, budget_epochs
+from bnmem.core.io import InputError
+from bnmem.attack.matched import load_epochs
+from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
+from bnmem.attack.roc import (
+    ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
+)
+from bnmem.core.rng import SALT
+from bnmem.core.keep import keep_matrix
+
+log = logging.getLogger(__name__)
+LIRA_FIXED_BELOW = 64  # shadows per side; the LiRA paper fixes the variance below this
+
+
+def headline_variant(shadows_per_side: int) -> str:
+    """The LiRA paper's rule (Carlini et al. 2022, Sec. VI): with fewer than 64 shadow
+    models per side a per-example variance is too noisy, so one global variance is used."""
+    return "lira_online_fixed" if shadows_per_side < LIRA_FIXED_BELOW else "lira_online"
+
+
+def comparison_pairs(arms: tuple[str, ...] | list[str]) -> list[tuple[str, str]]:
+    """(arm, base): every arm against `none`, and the regularizer against plain BN."""
+    pairs = [(a, "none") for a in arms if a != "none" and "none" in arms]
+    if "batchnorm_reg" in arms and "batchnorm" in arms:
+        pairs.append(("batchnorm_reg", "batchnorm"))
+    return pairs
+
+
+HEADLINE_DELTAS = {  # pair -> (figure, point) pairs that go to metrics/deltas.json
+    "minus_none": (("auc_identity", "equal_epochs"), ("auc_identity", "matched_fit")),
+    "batchnorm_reg_minus_batchnorm": (("fz_flipped", "matched_fit"),
+                                      ("out_acc_clean", "equal_epochs")),
+}
+
+
+def headline_deltas(membership: dict) -> dict:
+    """The differences a reviewer reads in `dvc metrics diff`: with shadow.budgets, the
+    matched point is the primary criterion (all-queries AUC, or for the regularizer FZ
+    flipped, at matched held-out accuracy between annealed endpoints, common point; the
+    within-run matched fit stays in results/); every arm - none headline AUC on the identity
+    query (the one recorded every epoch, so both points measure the same
+    attack) at equal epochs and at matched fit (the regularized arm's against none stays in
+    results/), and the regularizer's memorization and accuracy against plain BN; value
+    and 95 % interval over shadow models and samples."""
+    out = {}
+    for pair, row in membership["compare"].items():
+        if pair == "batchnorm_reg_minus_none":
+            continue
+        keys = HEADLINE_DELTAS.get(pair) or (HEADLINE_DELTAS["minus_none"] if pair.endswith("_minus_none") else ())
+        fr = ((membership.get("frontier") or {}).get("compare") or {}).get(pair)
+        out[pair] = {}
+        for fig, point in keys:
+            if fr and point == "matched_fit":  # the primary criterion replaces the within-run one
+                f = fr["criteria"][frontier.PRIMARY]["figures"][
+                    "auc_all" if fig == "auc_identity" else fig]["at_common"]
+                out[pair][f"{'auc_all' if fig == 'auc_identity' else fig}_matched_heldout"] = {
+                    k: f.get(k) for k in ("value", "lo", "hi")}
+                continue
+            out[pair][f"{fig}_{point}"] = {k: (row.get(point) or {}).get(fig, {}).get(k)
+                                           for k in ("value", "lo", "hi")}
+    return out
+
+
+def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
+    """Every attack re-run on the arm's real logits with `masks` fake balanced keep
+    matrices (complementary pairs, fresh seeds; no model was trained on them), same
+    balanced leave-one-pair-out protocol: membership then carries no signal, so every
+    variant should score AUC 0.5 and TPR at FPR f about f. Unlike labels permuted after
+    scoring (0.5 by construction), this can fail: a protocol bias or a tie-breaking rule
+    that favours one side shows here.
+
+    Returns {variant: {"auc": {mean, min, max}, "tpr_at_fpr_1e-3": {...}, "masks": k}}.
+    """
+    a = cfg.attack
+    m, n = sig.keep.shape
+    seeds = np.random.default_rng([cfg.seed, SALT["null"]]).integers(2 ** 32, size=masks)
+    rows: dict[str, dict[str, list]] = {}
+    for s in seeds:
+        fake = keep_matrix(m, n, int(s))
+        # pairs (2p, 2p + 1) of the fake mask sit on the models in id order
+        null_sig = replace(sig, keep=fake, model_ids=np.arange(m, dtype=np.int64))
+        scores = run_attacks(null_sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a,
+                             a.rmia_population, int(s))
+        for name, sc in scores.items():
+            summ = roc_summary(*roc_points(sc, fake))
+            r = rows.setdefault(name, {"auc": [], "tpr_at_fpr_1e-3": []})
+            r["auc"].append(float(summ["auc"]))
+            r["tpr_at_fpr_1e-3"].append(float(summ["tpr_at_fpr_1e-3"]))
+    return {name: {**{k: {"mean": float(np.mean(v)), "min": float(np.min(v)),
+                          "max": float(np.max(v))} for k, v in r.items()}, "masks": masks}
+            for name, r in rows.items()}
+
+
+def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
+                shards: dict[str, list[Path]]) -> dict:
+    """Attack every arm. Returns {"scores": {arm: {...arrays}}, "attack": results/attack.json,
+    "membership": results/membership.json, "roc": tidy ROC frame, "headline": metrics,
+    "attack_deltas": every variant's arm - none difference (samples-only intervals)}."""
+    a, queries = cfg.attack, cfg.shadow.queries
+    identity = queries.index("identity") if "identity" in queries else 0
+    boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
+    variant = headline_variant(cfg.shadow.n_models // 2 - 1)
+    scores, attack, resamples, rows, data, nulls = {}, {}, {}, [], {}, {}
+    for arm, paths in shards.items():
+        sig = load_shadow(paths, labels, identity)
+        if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
+            raise InputError(f"{paths[0].parent}: {sig.phi.shape[0]} models x {sig.phi.shape[2]} "
+                             f"queries, params want shadow.n_models={cfg.shadow.n_models} x "
+                             f"{len(queries)} queries; re-run the shadow stage")
+        s = run_attacks(sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a, a.rmia_population,
+                        cfg.seed)
+        mem, n_in, n_out = memorization(sig.correct, sig.keep)
+        scores[arm] = {**s, "keep": sig.keep, "model_ids": sig.model_ids, "mem_score": mem,
+                       "n_in": n_in, "n_out": n_out}
+        attack[arm], resamples[arm] = {}, {}
+        for name, sc in s.items():
+            attack[arm][name], resamples[arm][name], curves = evaluate(sc, sig.keep, kind, boot)
+            rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
+                                   "tpr": tpr}) for sub, tpr in curves.items()]
+        data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
+        data[arm]["loss"] = frontier.full_loss(paths, labels, identity)
+        data[arm]["budgets"] = frontier.budget_data(paths, labels, identity,
+                                                    budget_epochs(cfg), sig.keep, sig.model_ids)
+        nulls[arm] = real_null(sig, cfg, a.null_masks)
+    deltas = paired_deltas(attack, resamples, base="none")
+    for arm, null in nulls.items():
+        for name, row in null.items():
+            attack[arm][name]["null"] = row
+    membership = _resampled(cfg, data, kind, variant)
+    membership["grads"] = _shadow_grads(data, shards, kind)
+    for arm in shards:
+        membership["arms"][arm]["null"] = nulls[arm][variant]
+        # the headline TPR only where its false positives come from >= 10 distinct samples
+        support = attack[arm][variant]["all"]["support_1e-3"]
+        membership["arms"][arm]["tpr_low_support"] = support
+        if not support["supported"]:
+            membership["arms"][arm]["tpr_low_all"] = {"value": None, "lo": None, "hi": None}
+    headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
+                         for sub in ("all", "clean", "flipped", "ood")},
+                      "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
+                      # only where supported (>= 10 false positives: the full-scale protocol)
+                      **({"tpr_at_fpr_1e-4_all": t} if (t := attack[arm][variant]["all"]
+                                                        ["tpr_at_fpr_1e-4"]) is not None else {}),
+                      "null_auc": nulls[arm][variant]["auc"]["mean"]} for arm in shards}
+    return {"scores": scores, "attack": attack, "membership": membership,
+            "roc": pd.concat(rows), "headline": headline, "attack_deltas": deltas}
+
+
+def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarray,
+                   kind: np.ndarray) -> tuple[dict, dict | None]:
+    """The headline attack on one arm's shadow models (all of them in `shadow`, one shard's
+    arrays): its metrics per subset and, with shadow.track_epochs, the per-epoch fit / AUC
+    curve (the attack stage's draw 0). Used by `replicate` for each extra seed."""
+    s = cfg.shadow
+    identity = s.queries.index("identity") if "identity" in s.queries else 0
+    phi, _, correct = signals(shadow["logits"], labels, identity)
+    keep, ids = shadow["keep"], shadow["model_ids"]
+    variant = headline_variant(s.n_models // 2 - 1)
+    scores = loo_lira(phi, keep, ids, cfg.attack.offline_one_sided, (variant,))
+    lira, _, _ = evaluate(scores[variant], keep, kind)
+    if "epoch_phi" not in shadow:
+        return lira, None
+    data = {"phi": phi, "keep": keep, "correct": correct, "model_ids": ids,
+            "epoch_phi": shadow["epoch_phi"], "epoch_correct": shadow["epoch_correct"]}
+    ps = PairSignals.build(phi, keep, ids)
+    d0 = arm_draw(data, ps, epoch_pairs(data), np.ones(ps.first.size, np.int64),
+                  np.ones(kind.size), kind, variant, cfg.attack.offline_one_sided)
+    return lira, {k: v.tolist() for k, v in d0["epoch"].items()}
+
+
+def _shadow_grads(data: dict, shards: dict[str, list[Path]], kind: np.ndarray) -> dict | None:
+    """The gradient claims' evidence over shadow models (bnmem.attack.grad_claims): per arm and
+    corrupted kind the per-model ratios, per pair the ratio of ratios; None without
+    shadow.grad_models."""
+    from bnmem.core.kinds import FLIPPED, OOD
+    per: dict = {}
+    for arm, paths in shards.items():
+        got = grad_claims.load_norms(paths)
+        if got is None:
+            return None
+        norms, ids = got
+        rows = np.searchsorted(data[arm]["model_ids"], ids)
+        keep = data[arm]["keep"][rows]
+        correct = [b["correct"][rows] for b in data[arm]["budgets"]] + [data[arm]["correct"][rows]]
+        if norms.shape[1] != len(correct):
+            raise InputError(f"{paths[0]}: grad_norms for {norms.shape[1]} endpoints, "
+                             f"{len(correct)} expected; re-run the shadow stage")
+        per[arm] = {"ids": ids, "heldout": grad_claims.heldout(correct, keep, kind),
+                    **{name: grad_claims.ratios(norms, keep, kind, code)
+                       for name, code in (("flipped", FLIPPED), ("ood", OOD))}}
+    out: dict = {"models": {a: v["ids"].tolist() for a, v in per.items()}, "arms": {}, "compare": {}}
+    for arm, v in per.items():
+        out["arms"][arm] = {"heldout": v["heldout"].tolist(), "flipped": v["flipped"].tolist(),
+                            "ood": v["ood"].tolist()}
+    for a, b in comparison_pairs(list(shards)):
+        if not np.array_equal(per[a]["ids"], per[b]["ids"]):
+            continue
+        for name in ("flipped", "ood"):
+            out["compare"][f"{a}_minus_{b}_{name}"] = grad_claims.compare(
+                per[a][name], per[a]["heldout"], per[b][name], per[b]["heldout"])
+    return out
+
+
+def _arm_data(sig: Signals, epochs: dict | None) -> dict:
+    d = {"phi": sig.phi, "keep": sig.keep, "correct": sig.correct, "model_ids": sig.model_ids,
+         "epoch_phi": None, "epoch_correct": None}
+    if epochs is not None:
+        d["epoch_phi"], d["epoch_correct"] = epochs["epoch_phi"], epochs["epoch_correct"]
+    return d
+
+
+_JOB: tuple | None = None
+
+
+def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
+    """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
+    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows) = task, _JOB
+    out, caches = [], [{} for _ in range(len(data[arm]["budgets"]) + 1)]
+    for r in rows:
+        lean = lean_rows[0] <= r < lean_rows[1]
+        d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
+                     one_sided, caches[-1], lean)
+        # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
+        d["endpoints"] = [arm_draw(b, bps, [], counts[r], weights[r], kind, variant, one_sided,
+                                   cache, lean)
+                          for b, bps, cache in zip(data[arm]["budgets"], ps[f"{arm}/budgets"],
+                                                   caches)]
+        d["endpoints"].append({k: v for k, v in d.items() if k not in ("epoch", "endpoints")})
+        out.append(d)
+    return out
+
+
+def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str) -> dict:
+    """The models+samples bootstrap of every arm and every comparison (bnmem.attack.resample)."""
+    arms = list(data)
+    keeps = [data[arm]["keep"] for arm in arms]
+    if any(not np.array_equal(keeps[0], k) for k in keeps[1:]):
+        raise InputError("arms' shadow models have different keep masks; re-run the shadow "
+                         "stages with one seed and shadow.n_models")
+    ps = {arm: PairSignals.build(d["phi"], d["keep"], d["model_ids"]) for arm, d in data.items()}
+    ps.update({f"{arm}/budgets": [PairSignals.build(b["phi"], b["keep"], b["model_ids"])
+                                  for b in d["budgets"]] for arm, d in data.items()})
+    n_pairs = ps[arms[0]].first.size
+    rng = np.random.default_rng([cfg.seed, SALT["model_bootstrap"]])
+    counts, weights, plan = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng,
+                                      cfg.attack.interval)
+    one_sided = cfg.attack.offline_one_sided
+
+    global _JOB  # read by forked workers: nothing is pickled but the results
+    eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
+    # procedure mixed reads the pairs+samples rows for TPR at low FPR only: those rows
+    # compute nothing else (bnmem.attack.resample.arm_draw's lean)
+    lean_rows = plan.segments.get("both", (0, 0)) if plan.procedure == "mixed" else (0, 0)
+    _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows)
+    workers = max(1, min(cfg.shadow.workers, len(arms)))
+    tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
+    if workers > 1 and "fork" in mp.get_all_start_methods():
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            done = list(pool.map(_draws, tasks))
+    else:
+        done = [_draws(t) for t in tasks]
+    _JOB = None
+    draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
+             for arm in arms}
+    out: dict = {"variant": variant, "interval": "models+samples",
+                 "procedure": plan.procedure, "segments": {k: list(v) for k, v in plan.segments.items()},
+                 "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
+                 "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
+    for arm in arms:
+        out["arms"][arm] = arm_summary(draws[arm], plan)
+    for a, b in comparison_pairs(arms):
+        out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b], plan=plan)
+    budgets = [*budget_epochs(cfg), cfg.train.epochs]
+    ends = {arm: [d["endpoints"] for d in draws[arm]] for arm in arms}
+    out["frontier"] = {
+        "budgets": budgets, "primary": frontier.PRIMARY,
+        "arms": {arm: {"endpoints": frontier.arm_endpoints(ends[arm], budgets, plan),
+                       "overtraining": frontier.overtraining(ends[arm][0], budgets)}
+                 for arm in arms},
+        "compare": ({f"{a}_minus_{b}": frontier.compare(ends[a], ends[b], plan)
+                     for a, b in comparison_pairs(arms)} if len(budgets) > 1 else {})}
+    return out

@@ -1,0 +1,1 @@
+"""Settings, files, seeds, CPU pinning and the stage runner: what every stage needs. Never imports torch."""

@@ -1,0 +1,1 @@
+"""Per-sample gradient norms of trained targets (vmap, the C kernel, the batch-coupled definition)."""

@@ -1,0 +1,389 @@
+"""Per-sample gradient norms ||grad_theta l(x_i, y_i)||_2, two definitions; the grads
+stage's entry point is `grads_for_arm`.
+
+`eval` (the default): BN layers in eval mode, normalizing with their running statistics
+(the buffers are passed to functional_call), so l_i = CE(f(x_i; theta), y_i) depends on
+x_i alone. Computed over chunks of `chunk_size` samples, which bounds memory at any pool
+size, by the first that applies of: a C kernel for LeNet (bnmem.native), closed forms after
+one autograd backward (bnmem.grads.fastgrad), vmap(grad(l)) (the reference; chunk_size x
+n_params floats). Valid for every arm.
+
+`batch` (batch-coupled, for BN): the pool is cut into the training batches (the caller
+passes them; the stage uses the first epoch of bnmem.core.schedule.batch_order). For each batch of
+B samples ONE train-mode forward pass gives per-example losses l_1..l_B that share the
+batch statistics, and torch.func.jacrev of that loss vector gives every row
+grad_theta l_i, gradients flowing through the batch mean and variance. The per-example
+contribution to the batch-mean-loss gradient is c_i = grad_theta l_i / B (sum_i c_i is
+exactly the gradient SGD steps on); we report ||B c_i|| = ||grad_theta l_i|| so that for a
+model without BN (l_i independent of the batch) `batch` equals `eval` exactly. Running
+statistics are not updated (the forward pass mutates copies of the buffers). Single-sample
+batch statistics are never used. Cost: one Jacobian is B backward passes through the
+whole batch, so `batch` costs roughly B times `eval` in activation work; memory is
+bounded by taking max(1, chunk_size // B) rows per vmap call (chunk_size sample passes).
+
+Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight and bias,
+`norm1` = BN gamma and beta), so layer_norms[l]**2 summed over l is norms**2.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+import torch.nn.functional as F
+from torch.func import functional_call, grad, jacrev, vmap
+
+from bnmem.grads import fastgrad
+from bnmem import native
+from bnmem.core.kinds import CLEAN
+from bnmem.core.kinds import KINDS as KIND_CODES
+from bnmem.core.config import Config
+from bnmem.models.zoo import bn_layers, mode
+from bnmem.models.spec import build
+from bnmem.data.pool import tensors
+from bnmem.core.schedule import batch_order
+from bnmem.models.runtime import map_single_threaded, resolve_device
+
+EVAL_METHODS = ("auto", "native", "hooks", "vmap")
+KINDS = tuple(KIND_CODES.items())
+
+
+@dataclass(frozen=True)
+class GradNorms:
+    norms: np.ndarray        # float64 [N], total l2 norm over all trainable parameters
+    layer_norms: np.ndarray  # float64 [L, N], l2 norm per parameter-owning module
+    layers: tuple[str, ...]  # L module names, in module order
+
+
+def has_batchnorm(model: nn.Module) -> bool:
+    return len(bn_layers(model)) > 0
+
+
+def layer_groups(model: nn.Module) -> dict[str, list[str]]:
+    """{module name: [its trainable parameter names]}, in module order."""
+    groups: dict[str, list[str]] = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            groups.setdefault(name.rpartition(".")[0] or name, []).append(name)
+    return groups
+
+
+def _layer_sq(grads: dict[str, torch.Tensor], groups: dict[str, list[str]]) -> torch.Tensor:
+    """Per-sample gradients {param: [n, *shape]} -> squared norms per layer, float64 [L, n]."""
+    rows = []
+    for names in groups.values():
+        # Norm in the gradients' own dtype (an upcast would copy chunk x n_params floats),
+        # then squared and summed across tensors in float64.
+        rows.append(sum(torch.linalg.vector_norm(grads[k].flatten(1), dim=1).double().pow(2)
+                        for k in names))
+    return torch.stack(rows)
+
+
+def _split_state(model: nn.Module) -> tuple[dict, dict]:
+    params = {k: v.detach() for k, v in model.named_parameters() if v.requires_grad}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    return params, buffers
+
+
+def per_sample_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+    """`eval` definition: {param name: [n, *shape]} gradients of CE(f(x_i), y_i), one vmap call.
+
+    x, y must be on the model's device and x in its dtype. BN uses running statistics.
+    """
+    params, buffers = _split_state(model)
+
+    def loss_one(p: dict, b: dict, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
+        out = functional_call(model, (p, b), (xi.unsqueeze(0),))  # (1, classes)
+        return F.cross_entropy(out, yi.unsqueeze(0))
+
+    with mode(model, False):
+        return vmap(grad(loss_one), in_dims=(None, None, 0, 0))(params, buffers, x, y)
+
+
+def batch_grads(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                chunk_size: int | None = None) -> dict[str, torch.Tensor]:
+    """`batch` definition for ONE batch: {param name: [B, *shape]}, row i = grad l_i.
+
+    l = CE(f(x; theta), y) per example from a single train-mode forward pass, so BN uses
+    the statistics of this batch and gradients flow through them. Row i is B * c_i, c_i
+    the contribution to the batch-mean-loss gradient: rows.sum(0) / B == that gradient.
+    Running statistics are untouched (the pass updates copies of the buffers).
+    chunk_size: Jacobian rows per vmap call inside jacrev (None = all B at once).
+    """
+    if len(x) < 2:
+        raise ValueError("batch_grads: a batch of one sample would use single-sample statistics")
+    params, buffers = _split_state(model)
+
+    def losses(p: dict, b: dict) -> torch.Tensor:
+        # `b` is an argument (not captured) because BN updates running stats in place.
+        return F.cross_entropy(functional_call(model, (p, b), (x,)), y, reduction="none")
+
+    copies = {k: v.clone() for k, v in buffers.items()}
+    with mode(model, True):
+        return jacrev(losses, chunk_size=chunk_size)(params, copies)
+
+
+def _eval_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor, chunk_size: int,
+             groups: dict[str, list[str]], progress: bool, method: str = "auto",
+             workers: int = 1) -> torch.Tensor:
+    """`eval` squared norms [L, n], chunk by chunk: the C kernel for LeNet (bnmem.native,
+    `auto`/`native`), closed forms from one backward (bnmem.grads.fastgrad, `auto`/`hooks`) when
+    every layer has one, else vmap(grad) (`vmap`, the reference)."""
+    p = next(iter(model.parameters()))
+    use_native = method in ("auto", "native") and native.supported(model)
+    if method == "native" and not use_native:
+        raise ValueError("method: 'native' needs a LeNet (norm none or batchnorm) on the CPU "
+                         "and a C compiler; valid otherwise: auto | hooks | vmap")
+    use_hooks = method in ("auto", "hooks") and fastgrad.supported(model)
+    out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    starts = list(range(0, len(x), chunk_size))
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(starts), desc="grads eval", leave=False)
+
+    def run(part: Sequence[int], net: nn.Module) -> None:
+        for s in part:
+            xc, yc = x[s:s + chunk_size].to(p.device, p.dtype), y[s:s + chunk_size].to(p.device)
+            if use_native:
+                sq = native.lenet_sq(net, xc, yc)
+            else:
+                sq = fastgrad.hook_sq(net, xc, yc, groups) if use_hooks else None
+            if sq is None:
+                sq = _layer_sq(per_sample_grads(net, xc, yc), groups)
+            out[:, s:s + len(xc)] = sq.cpu()  # disjoint columns per chunk
+            if bar is not None:
+                bar.update(1)
+
+    _run_parts(run, starts, model, workers, p.device)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def _run_parts(run: Callable[[Sequence, nn.Module], None], items: Sequence, model: nn.Module,
+               workers: int, device: torch.device) -> None:
+    """run(items, model) or, on CPU with workers > 1, run(items[k::workers], a copy of the
+    model) on `workers` threads of one torch thread each (forward hooks and functional_call
+    touch the module, so every thread gets its own)."""
+    workers = min(workers, len(items)) if device.type == "cpu" else 1
+    if workers <= 1:
+        run(items, model)
+        return
+    map_single_threaded(lambda k: run(items[k::workers], copy.deepcopy(model)),
+                        list(range(workers)), workers)
+
+
+def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+              batches: Sequence[np.ndarray], chunk_size: int, groups: dict[str, list[str]],
+              progress: bool, workers: int = 1) -> torch.Tensor:
+    flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
+    if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
+        raise ValueError("batches: must hold every sample index exactly once")
+    # A float32 model runs in float64 and its norms are rounded to float32: PyTorch's
+    # float32 convolutions sum in an order that differed between CPU vendors (AMD vs Intel,
+    # same AVX2 pin); float64 moves the bits that differ far below float32's, so the
+    # rounded norms agree unless one lies within float64's last-bit error of a float32
+    # rounding boundary (rare, not impossible). About 15 % slower than float32.
+    to_float32 = next(iter(model.parameters())).dtype == torch.float32
+    if to_float32:
+        model = copy.deepcopy(model).double()
+        x = x.double()
+    p = next(iter(model.parameters()))
+    out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(batches), desc="grads batch", leave=False)
+
+    def run(part: Sequence[np.ndarray], net: nn.Module) -> None:
+        for idx in part:
+            idx_t = torch.as_tensor(np.asarray(idx))
+            xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
+            # chunk_size counts sample passes: each Jacobian row is a backward through all B.
+            rows = batch_grads(net, xb, yb, max(1, chunk_size // len(idx_t)))
+            out[:, idx_t] = _layer_sq(rows, groups).cpu()  # disjoint columns per batch
+            if bar is not None:
+                bar.update(1)
+
+    _run_parts(run, batches, model, workers, p.device)
+    if bar is not None:
+        bar.close()
+    if not to_float32:
+        return out
+    norms = np.sqrt(out.numpy()).astype(np.float32).astype(np.float64)  # float32's grid
+    return torch.from_numpy(np.square(norms))  # exact: a float32 squared fits a float64
+
+
+def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: str = "eval",
+               chunk_size: int = 256, batches: Sequence[np.ndarray] | None = None,
+               progress: bool = False, method: str = "auto", workers: int = 1) -> GradNorms:
+    """Per-sample gradient norms of cross-entropy over all trainable parameters.
+
+    Args:
+        model: the network, on the device to compute on; its dtype sets the precision
+            (a float32 model's `batch` norms run on a float64 copy, rounded to float32).
+            Its weights, buffers and train/eval flag are left as they were.
+        x: preprocessed inputs [N, C, H, W] (any device); y: labels [N] (y_train).
+        definition: `eval` (running statistics, l_i depends on x_i alone) or `batch`
+            (rows of the Jacobian of per-example losses in one train-mode pass per batch;
+            see the module docstring). Without BN layers `batch` is computed as `eval`,
+            to which it is identical (tests check this on the batch path).
+        chunk_size: samples per vmap call (eval); for batch, max(1, chunk_size // B)
+            Jacobian rows per vmap call, i.e. about chunk_size sample passes at once.
+        batches: for `batch`: index arrays covering range(N) once, each of >= 2 samples.
+        method: `eval` computation: `auto` (the first of `native`, `hooks`, `vmap` that
+            applies), `native` (C kernel for LeNet, bnmem.native), `hooks` (closed forms
+            after one autograd backward, bnmem.grads.fastgrad) or `vmap` (torch.func vmap(grad),
+            the reference).
+        workers: on CPU, chunks (eval) or batches (batch) computed side by side by this
+            many threads, one torch thread and one model copy each (they are independent).
+    """
+    if definition not in ("eval", "batch"):
+        raise ValueError(f"definition: {definition!r} is invalid; valid: eval | batch")
+    if method not in EVAL_METHODS:
+        raise ValueError(f"method: {method!r} is invalid; valid: {' | '.join(EVAL_METHODS)}")
+    groups = layer_groups(model)
+    if definition == "batch" and has_batchnorm(model):
+        if batches is None:
+            raise ValueError("definition batch: needs `batches`")
+        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers)
+    else:
+        sq = _eval_sq(model, x, y, chunk_size, groups, progress, method, workers)
+    return GradNorms(*_norms(sq.numpy()), tuple(groups))
+
+
+def _norms(sq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(total norms [n], per-layer norms [L, n]) from per-layer squares [L, n], in numpy,
+    rows added in order: torch's float64 sqrt and sum gave other last bits under its
+    AVX-512 kernels than under AVX2 (np.sqrt is the correctly rounded instruction)."""
+    total = sq[0].copy()
+    for row in sq[1:]:
+        total += row
+    return np.sqrt(total), np.sqrt(sq)
+
+
+def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
+                     definition: str, chunk_size: int, batches: Sequence[np.ndarray],
+                     progress: bool = False, other: str = "every",
+                     workers: int = 1) -> tuple[dict[str, np.ndarray], GradNorms]:
+    """Load each state dict into `model` in turn; norms under both definitions.
+
+    `other` says where a BN model also gets the non-configured definition: "every"
+    checkpoint, the "final" one only, or "never" (its rows are NaN where not computed). The
+    batch definition costs several times eval (BENCHMARKS.md, bench_grads), and at the
+    full-scale pool it is most of the stage (README "Full-scale Fashion-MNIST").
+
+    Returns ({"eval": [E, N], "batch": [E, N]}, the last state's GradNorms under
+    `definition`, which carries the per-layer norms). Without BN the batch rows are the
+    eval rows (the definitions coincide), so they are computed once.
+    """
+    coupled = has_batchnorm(model)
+    rows: dict[str, list[np.ndarray]] = {"eval": [], "batch": []}
+    final = None
+    states = list(states)
+    for i, state in enumerate(states):
+        model.load_state_dict(state)
+        wanted = ("eval", "batch") if coupled else ("eval",)
+        if coupled and (other == "never" or (other == "final" and i < len(states) - 1)):
+            wanted = (definition,)
+        for d in wanted:
+            res = grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
+            rows[d].append(res.norms)
+            if d == definition or not coupled:
+                final = res
+        if coupled and len(wanted) == 1:
+            rows["batch" if definition == "eval" else "eval"].append(np.full(len(x), np.nan))
+        if not coupled:
+            rows["batch"].append(rows["eval"][-1])
+    if final is None:
+        raise ValueError("states: at least one checkpoint is needed")
+    return {d: np.stack(r) for d, r in rows.items()}, final
+
+
+def summarize(norms: np.ndarray, kind: np.ndarray, suffix: str = "") -> dict[str, float | None]:
+    """Median / p90 per kind, median ratios to clean and AUROC(corrupted vs clean).
+
+    Keys: median_norm_<kind>, p90_norm_<kind>, ratio_flipped_clean, ratio_ood_clean,
+    auroc_corrupted_vs_clean, each + `suffix`; None where a kind (or clean) is absent.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    out: dict[str, float | None] = {}
+    med = {}
+    for name, code in KINDS:
+        v = norms[kind == code]
+        med[name] = float(np.median(v)) if len(v) else None
+        out[f"median_norm_{name}{suffix}"] = med[name]
+        out[f"p90_norm_{name}{suffix}"] = float(np.quantile(v, 0.9)) if len(v) else None
+    for name in ("flipped", "ood"):
+        ok = med[name] is not None and med["clean"] not in (None, 0.0)
+        out[f"ratio_{name}_clean{suffix}"] = med[name] / med["clean"] if ok else None
+    corrupted = kind != CLEAN
+    out[f"auroc_corrupted_vs_clean{suffix}"] = (
+        float(roc_auc_score(corrupted, norms)) if 0 < corrupted.sum() < len(kind) else None)
+    return out
+
+
+def histogram(norms: np.ndarray, kind: np.ndarray, bins: int = 40) -> dict[str, np.ndarray]:
+    """Log-spaced histogram per kind on bins shared across kinds (columns for a CSV).
+
+    Bins span [min positive norm, max norm]; exact zeros (saturated softmax) fall in the
+    first bin. density = count / (n_kind * log10(bin_right / bin_left)), a density over
+    log10(norm), so kinds of different sizes compare on one axis. Absent kinds give no rows.
+    """
+    pos = norms[norms > 0]
+    lo = float(pos.min()) if len(pos) else 1e-12
+    hi = max(float(norms.max()) if len(norms) else lo, lo) * (1 + 1e-9)
+    edges = np.geomspace(lo, hi if hi > lo * (1 + 1e-6) else lo * 10, bins + 1)
+    widths = np.log10(edges[1:] / edges[:-1])
+    cols: dict[str, list] = {"kind": [], "bin_left": [], "bin_right": [], "count": [],
+                             "density": []}
+    for name, code in KINDS:
+        v = np.clip(norms[kind == code], edges[0], edges[-1])
+        if not len(v):
+            continue
+        count, _ = np.histogram(v, edges)
+        cols["kind"] += [name] * bins
+        cols["bin_left"] += list(edges[:-1])
+        cols["bin_right"] += list(edges[1:])
+        cols["count"] += list(count)
+        cols["density"] += list(count / (len(v) * widths))
+    return {k: np.asarray(v) for k, v in cols.items()}
+
+
+def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
+                  states: Iterable[dict], progress: bool = True
+                  ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
+    """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
+    order), under the configured definition and, for BN arms, the other one where
+    `grads.other_definition` asks (final checkpoint | every | never).
+    Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
+    x, y = tensors(pool, cfg.dataset)
+    model = build(meta).to(resolve_device(cfg.train.device))
+    # the first epoch's training batches: the batches the batch-coupled definition couples
+    batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
+    definition = cfg.grads.definition
+    other = "batch" if definition == "eval" else "eval"
+    rows, final = checkpoint_norms(model, states, x, y, definition, cfg.grads.chunk_size,
+                                   batches, progress=progress,
+                                   other=cfg.grads.other_definition,
+                                   workers=cfg.grads.workers)
+    main_rows, other_rows = rows[definition], rows[other]
+    arrays = dict(norms=main_rows[-1], norms_epoch=main_rows,
+                  epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,
+                  layers=np.asarray(final.layers, dtype=str), definition=np.asarray(definition),
+                  batch_coupled=np.asarray(has_batchnorm(model)),
+                  **{f"norms_{other}": other_rows[-1], f"norms_{other}_epoch": other_rows})
+    kind = pool["kind"]
+    summary = {"epoch_final": epochs[-1], "epoch_early": epochs[0],
+               **summarize(main_rows[-1], kind), **summarize(main_rows[0], kind, "_early"),
+               **(summarize(other_rows[-1], kind, f"_{other}")
+                  if np.isfinite(other_rows[-1]).all() else {}),
+               **(summarize(other_rows[0], kind, f"_{other}_early")
+                  if np.isfinite(other_rows[0]).all() else {})}
+    return arrays, summary, pd.DataFrame(histogram(main_rows[-1], kind))

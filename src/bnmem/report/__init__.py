@@ -1,0 +1,1 @@
+"""The report stage: claims and verdicts, figures, report.md."""

@@ -1,0 +1,191 @@
+"""Claim verdicts from evidence: the one rule every verdict word in report.md comes from.
+
+A claim says a difference d = arm - base lies beyond `threshold` in `direction` (+1:
+above, -1: below). Evidence is a point estimate with an interval that either includes
+training randomness (shadow models resampled, or seeds) or does not (samples only). The
+matched point (matched fit / utility) is the primary criterion, stated in advance:
+- reproduced: the matched interval lies beyond the threshold in the claimed direction;
+- not reproduced: the matched interval lies entirely on the other side of the threshold,
+  whatever equal epochs say ("not reproduced (reversed at matched fit)" when it also lies
+  on the other side of no effect, 0 for a difference and 1 for a ratio: the opposite
+  effect);
+- at equal epochs only (not at matched utility): the equal-epoch interval lies beyond the threshold,
+  the matched one covers the threshold and excludes half the equal-epoch effect (its
+  claimed-side end is nearer the threshold than half-way to the equal-epoch estimate): at
+  matched fit most of the effect is gone. A matched interval too wide to say so is
+  inconclusive;
+- at equal epochs (no matched-fit interval with training randomness): equal epochs
+  beyond the threshold where nothing matched was measured;
+- inconclusive: anything else, including evidence whose interval resamples samples only;
+- not measured: no evidence.
+`judge_criteria` adds the other matched criteria (bnmem.attack.frontier: the primary averaged
+over the overlap, matched fit at its common point and over its overlap; train loss and
+generalization gap are descriptive only, since both partly measure the memorization under
+test): where one of them lies beyond
+the threshold and another (or the primary) entirely on the other side, or the primary says
+"at equal epochs only" while another says beyond, the criteria disagree and the verdict is
+"inconclusive (matched criteria disagree)", never the most favourable one.
+`holm` applies Holm-Bonferroni over a family of claims (one-sided p from each interval,
+read as normal): a verdict that rested on an interval the family-wise rule does not
+support becomes inconclusive.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import norm
+
+REPRODUCED = "reproduced"
+EQUAL_ONLY = "at equal epochs only (not at matched utility)"
+EQUAL_UNMATCHED = "at equal epochs (no matched-fit interval with training randomness)"
+NOT_REPRODUCED = "not reproduced"
+REVERSED = "not reproduced (reversed at matched fit)"
+REVERSED_UTILITY = "not reproduced (reversed at matched utility)"
+INCONCLUSIVE = "inconclusive"
+DISAGREE = "inconclusive (matched criteria disagree)"
+NOT_TESTABLE = "not testable at matched utility"
+NOT_MEASURED = "not measured"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A point estimate and its 95 % interval; `training`: the interval resamples
+    training runs (shadow models or seeds), not samples alone."""
+    value: float | None
+    lo: float | None
+    hi: float | None
+    training: bool
+
+    @classmethod
+    def of(cls, d: dict | None, training: bool) -> "Evidence | None":
+        """From {"value", "lo", "hi"}; None when absent or without a value."""
+        if not d or d.get("value") is None:
+            return None
+        return cls(d["value"], d.get("lo"), d.get("hi"), training)
+
+    @property
+    def usable(self) -> bool:
+        return self.training and self.lo is not None and self.hi is not None
+
+
+def _beyond(e: Evidence, direction: int, threshold: float) -> bool:
+    """The whole interval lies beyond the threshold in the claimed direction."""
+    return e.lo > threshold if direction > 0 else e.hi < threshold
+
+
+def _short(e: Evidence, direction: int, threshold: float) -> bool:
+    """The whole interval lies on the other side of the threshold."""
+    return e.hi < threshold if direction > 0 else e.lo > threshold
+
+
+def _half_gone(matched: Evidence, equal: Evidence, direction: int, threshold: float) -> bool:
+    """The matched interval excludes half the equal-epoch effect beyond the threshold."""
+    half = threshold + (equal.value - threshold) / 2
+    return matched.hi < half if direction > 0 else matched.lo > half
+
+
+def judge(equal: Evidence | None, matched: Evidence | None, direction: int = 1,
+          threshold: float = 0.0, null: float = 0.0) -> str:
+    """The verdict on one claim (see the module docstring); `null` is the no-effect
+    value (0 for a difference, 1 for a ratio) that a reversal lies beyond."""
+    if equal is None and matched is None:
+        return NOT_MEASURED
+    eq_beyond = equal is not None and equal.usable and _beyond(equal, direction, threshold)
+    if matched is not None and matched.usable:
+        if _beyond(matched, direction, threshold):
+            return REPRODUCED
+        if _short(matched, direction, threshold):
+            return REVERSED if _short(matched, direction, null) else NOT_REPRODUCED
+        if eq_beyond and _half_gone(matched, equal, direction, threshold):
+            return EQUAL_ONLY
+        return INCONCLUSIVE
+    if eq_beyond:
+        return EQUAL_UNMATCHED
+    if matched is None and equal is not None and equal.usable and _short(equal, direction, threshold):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def side(e: Evidence | None, direction: int, threshold: float) -> int:
+    """+1: the interval (with training randomness) lies beyond the threshold; -1: entirely
+    on the other side; 0: it covers the threshold, or there is no usable interval."""
+    if e is None or not e.usable:
+        return 0
+    return 1 if _beyond(e, direction, threshold) else -1 if _short(e, direction, threshold) else 0
+
+
+def judge_criteria(equal: Evidence | None, primary: Evidence | None,
+                   others: dict[str, Evidence | None], direction: int = 1,
+                   threshold: float = 0.0, null: float = 0.0) -> tuple[str, list[str]]:
+    """(verdict, the criteria that disagree): `judge` at the primary matched criterion
+    (matched held-out accuracy; a reversal reads "reversed at matched utility"), made
+    "inconclusive (matched criteria disagree)" where the other matched criteria contradict
+    it (module docstring). The list names every criterion on the side opposite to another."""
+    v = judge(equal, primary, direction, threshold, null)
+    v = REVERSED_UTILITY if v == REVERSED else v
+    sides = {"primary": side(primary, direction, threshold),
+             **{k: side(e, direction, threshold) for k, e in others.items()}}
+    found = set(sides.values())
+    if {1, -1} <= found:
+        return DISAGREE, sorted(k for k, s in sides.items() if s != 0)
+    if v == EQUAL_ONLY and 1 in found:
+        return DISAGREE, sorted(["primary", *(k for k, s in sides.items() if s == 1)])
+    return v, []
+
+
+def judge_share(n_above: int, n_layers: int, n_models: int = 1) -> str:
+    """"gamma/sigma > 1 in most BN layers": a count of layers in `n_models` trained
+    models. One model is a description without training randomness, and half the layers
+    is a tie: both inconclusive; with several models, reproduced when more than half the
+    BN layers have a majority of channels above 1 (counts summed over models), not
+    reproduced when fewer than half."""
+    if n_layers == 0:
+        return NOT_MEASURED
+    if n_models < 2 or 2 * n_above == n_layers:
+        return INCONCLUSIVE
+    return REPRODUCED if n_above > n_layers / 2 else NOT_REPRODUCED
+
+
+def p_values(e: Evidence | None, direction: int, threshold: float,
+             log: bool = False) -> tuple[float, float]:
+    """One-sided p of (not beyond, not short) of the threshold from a 95 % interval read
+    as normal (half-width 1.96 sd); with `log` (ratios, whose intervals are symmetric on
+    the log scale) value, ends and threshold are read on the log scale. (1, 1) without a
+    usable interval."""
+    if e is None or not e.usable or e.hi <= e.lo:
+        return 1.0, 1.0
+    v, lo, hi, t = e.value, e.lo, e.hi, threshold
+    if log:
+        if min(v, lo, hi, t) <= 0:
+            return 1.0, 1.0
+        v, lo, hi, t = (math.log(a) for a in (v, lo, hi, t))
+    z = direction * (v - t) / ((hi - lo) / (2 * 1.959964))
+    return float(norm.sf(z)), float(norm.cdf(z))
+
+
+def holm_adjust(p: list[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone)."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    out, running = [1.0] * len(p), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def holm(verdicts: list[str], beyond: list[float], short: list[float],
+         alpha: float = 0.025) -> list[str]:
+    """Family-wise verdicts: Holm over the family's one-sided p of the evidence each
+    verdict rests on (beyond: reproduced / at equal epochs; short: not reproduced); a
+    verdict whose adjusted p is >= alpha (one-sided, as a 95 % interval's side) becomes
+    inconclusive. The family is every entry; pass p = 1 for claims without intervals."""
+    adj_b, adj_s = holm_adjust(beyond), holm_adjust(short)
+    out = []
+    for v, pb, ps in zip(verdicts, adj_b, adj_s):
+        if v in (REPRODUCED, EQUAL_ONLY, EQUAL_UNMATCHED) and pb >= alpha:
+            v = INCONCLUSIVE
+        elif v in (NOT_REPRODUCED, REVERSED, REVERSED_UTILITY) and ps >= alpha:
+            v = INCONCLUSIVE
+        out.append(v)
+    return out

@@ -1,0 +1,503 @@
+"""shadow.backend: dask — shadow chunks as tasks on an existing Dask cluster.
+
+The shadow stage connects to the scheduler that Dask's own config names
+(DASK_SCHEDULER_ADDRESS, or `scheduler-address` in a Dask config file), scatters the pool
+to every worker once, and submits each chunk of `shadow.chunk` models as one task that
+asks for `shadow.resources` (e.g. {GPU: 0.25} on workers started with --resources GPU=1).
+Each chunk that comes back goes through the stage's resume path at once (one part file
+per model), so a lost worker costs only its running chunk (Dask runs it elsewhere), a
+task that raised is retried `shadow.retries` times, and a killed stage or a scheduler that
+went away loses no finished chunk: the rerun resumes.
+
+Results are bit-identical to the local backend on the same CPU kind: a model's bits
+depend on its id only (bnmem.train.shadow.train_chunk), every task runs torch single-threaded,
+and each task reports its worker's kernel signature (CPU pin, library versions), which
+must equal the stage's own. TLS (`shadow.tls`, or Dask's distributed.comm.tls config)
+makes the scheduler admit only holders of a certificate its CA signed.
+
+distributed is an optional dependency (`pip install 'bnmem[dask]'`); nothing here imports
+it, or torch, until the dask backend runs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import time
+import uuid
+from concurrent.futures import CancelledError
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from bnmem.core.io import ClusterError
+
+log = logging.getLogger(__name__)
+
+
+def signature() -> dict[str, str]:
+    """What decides a shadow model's bits in this process: the CPU pin and the versions of
+    the libraries that compute them. A worker whose signature differs from the stage's
+    would return different bits, so its results are refused."""
+    import torch
+
+    import bnmem
+    from bnmem.core import cpu
+
+    sig = {f"pin {k}": os.environ.get(k, "") for k in cpu.PIN}
+    sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()),
+                "torch dispatch": torch.backends.cpu.get_cpu_capability(),
+                "torch": torch.__version__, "numpy": np.__version__, "bnmem": bnmem.__version__,
+                "machine": platform.machine(), "C kernels": str(_native_kernels())})
+    if cpu.level() == "native":  # unpinned: the bits are this CPU model's
+        sig["CPU model (BNMEM_CPU=native)"] = cpu_model()
+    return sig
+
+
+def _native_kernels() -> bool:
+    """Whether the LeNet C kernels build and load here (without them a worker would train
+    through PyTorch: other bits)."""
+    import torch
+
+    from bnmem import native
+    return native._lib(torch.float32, "lenet_train") is not None
+
+
+def check_signature(mine: dict, theirs: dict, worker: str) -> None:
+    if theirs != mine:
+        diff = {k: f"{mine.get(k)} here, {theirs.get(k)} there"
+                for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}
+        raise ClusterError(
+            f"dask worker {worker} computes with other kernels or libraries than this stage "
+            f"({diff}), so its bits would differ: start workers in the stage's environment, "
+            "after eval \"$(python -m bnmem.train.scaleout env)\"")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def train_chunk_task(cfg, arm: str, data: dict, ids: list[int]) -> dict:
+    """One task: train shadow models `ids` on a worker, torch single-threaded: a worker's
+    threads each run one task, so the worker's --nthreads is its parallelism (the count is
+    left at 1: restoring it would race with the worker's other tasks). Returns the models'
+    arrays, this worker's signature, address, CPU model and device, and the seconds taken."""
+    import torch
+
+    from bnmem.train.shadow import train_chunk
+    from bnmem.models.runtime import resolve_device
+
+    t0 = time.perf_counter()
+    torch.set_num_threads(cfg.train.threads or 1)  # the stage's count (0, torch's default
+    # of the client's cores, has no fixed meaning across machines: one thread then)
+    models = train_chunk(cfg, arm, torch.from_numpy(data["x"]), torch.from_numpy(data["y"]),
+                         data["keep"], ids, workers=1)
+    try:
+        from distributed import get_worker
+        where = get_worker().address
+    except (ImportError, ValueError):
+        where = "this process"
+    return {"models": models, "signature": signature(), "worker": where, "cpu": cpu_model(),
+            "device": resolve_device(cfg.train.device).type, "seconds": time.perf_counter() - t0}
+
+
+def security(tls) -> object:
+    """distributed.Security from shadow.tls (all three files), else from Dask's own config
+    (distributed.comm.tls.*: ca-file, client.cert, client.key)."""
+    from distributed import Security
+
+    if tls.ca_file is None:
+        return Security()
+    for key in ("ca_file", "cert", "key"):
+        if not Path(getattr(tls, key)).is_file():
+            raise ClusterError(f"shadow.tls.{key}: {getattr(tls, key)} not found (a PEM file "
+                               "of the certificate set the scheduler was started with)")
+    return Security(tls_ca_file=tls.ca_file, tls_client_cert=tls.cert,
+                    tls_client_key=tls.key, require_encryption=True)
+
+
+def scheduler_address() -> str:
+    """The scheduler Dask's config names (DASK_SCHEDULER_ADDRESS); none: ClusterError."""
+    import dask
+
+    address = dask.config.get("scheduler-address", None)
+    if not address:
+        raise ClusterError("shadow.backend: dask needs a running scheduler: set "
+                           "DASK_SCHEDULER_ADDRESS (e.g. tcp://127.0.0.1:8786); none is set")
+    return str(address)
+
+
+def connect(execution):
+    """A distributed.Client on the configured scheduler (one-line ClusterError if none)."""
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError("shadow.backend: dask needs the optional dependency distributed: "
+                           "pip install 'bnmem[dask]'") from None
+    address = scheduler_address()
+    sec = security(execution.tls)
+    if sec.require_encryption and not address.startswith("tls://"):
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: shadow.tls (or Dask's "
+                           "distributed.comm.require-encryption) asks for TLS, but the address "
+                           "is not tls://; use the scheduler's tls:// address")
+    if address.startswith("tls://") and not (sec.tls_ca_file and sec.tls_client_cert):
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler speaks TLS and "
+                           "this client has no certificate: set shadow.tls (ca_file, cert, "
+                           "key) or Dask's distributed.comm.tls config (ca-file, client.cert, "
+                           "client.key)")
+    try:
+        client = distributed.Client(address, security=sec, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: cannot connect "
+                           f"({reason[:200]})") from None
+    return client
+
+
+def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], execution,
+               finished: Callable[[list[int], list[dict], float, str], None],
+               parts: Path) -> None:
+    """Train `chunks` (lists of model ids) as tasks on the Dask cluster; `finished(chunk,
+    models, seconds, where)` saves each chunk as it comes back."""
+    import distributed
+
+    client = connect(execution)
+    address = client.scheduler.address
+    mine = signature()
+    futures: list = []
+    failed = False
+    try:
+        workers = client.scheduler_info()["workers"]
+        if not workers:
+            raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler has no "
+                               "workers; start some (`dask worker <address>`)")
+        log.info("dask %s: %d workers, %d chunks of %s", address, len(workers), len(chunks),
+                 arm)
+        want = dict(execution.resources)
+        if not eligible(workers, want):
+            raise ClusterError(no_worker_line(want, workers))
+        for worker, theirs in client.run(signature).items():  # early; each task checks too
+            check_signature(mine, theirs, worker)
+        data = client.scatter({"x": x.numpy(), "y": y.numpy(), "keep": np.asarray(keep)},
+                              broadcast=True, hash=False)
+        run = uuid.uuid4().hex[:12]  # this stage's keys: never another stage's result
+        where = {}
+        for chunk in chunks:
+            f = client.submit(train_chunk_task, cfg, arm, data, chunk, pure=False,
+                              resources=want or None, retries=execution.retries,
+                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{run}")
+            where[f.key] = chunk
+            futures.append(f)
+    except (OSError, TimeoutError, CancelledError) as exc:
+        failed = True
+        _close(client, futures, failed)
+        raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; nothing was trained; "
+                           "rerun when the cluster is back") from None
+    except BaseException:
+        failed = True
+        _close(client, futures, failed)
+        raise
+    saved, devices, pending = 0, set(), set(futures)
+    try:
+        while pending:
+            try:  # the scheduler's side: wait, at most WATCH s, then look at the workers
+                with client.as_current():
+                    done, pending = distributed.wait(list(pending), timeout=WATCH,
+                                                     return_when="FIRST_COMPLETED")
+            except (TimeoutError, distributed.TimeoutError):
+                done = set()
+            except (OSError, CancelledError) as exc:
+                raise ClusterError(f"{_what_went(client, address)} ({_reason(exc)}); {saved} "
+                                   f"of {len(chunks)} chunks finished and saved in {parts}; "
+                                   "rerun to resume") from None
+            if not done:
+                try:
+                    workers = client.scheduler_info()["workers"]
+                except (OSError, TimeoutError, CancelledError) as exc:
+                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
+                                       f"{len(chunks)} chunks finished and saved in {parts}; "
+                                       "rerun to resume") from None
+                if not eligible(workers, want):  # nothing could ever run the rest: no hang
+                    raise ClusterError(no_worker_line(want, workers) + f" ({saved} of "
+                                       f"{len(chunks)} chunks saved in {parts}; rerun to "
+                                       "resume)")
+                continue
+            for future in done:
+                chunk = where[future.key]
+                if future.cancelled():
+                    raise ClusterError(
+                        f"dask scheduler {address} went away (models {chunk} cancelled): "
+                        f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
+                        "rerun to resume")
+                if future.status == "error":
+                    raise ClusterError(
+                        f"dask task for models {chunk} failed after shadow.retries="
+                        f"{execution.retries} retries ({_reason(future.exception())}); "
+                        f"{saved} of {len(chunks)} chunks saved in {parts}; rerun to resume")
+                try:
+                    result = future.result()
+                except (OSError, TimeoutError, CancelledError) as exc:
+                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
+                                       f"{len(chunks)} chunks finished and saved in {parts}; "
+                                       "rerun to resume") from None
+                check_signature(mine, result["signature"], result["worker"])
+                devices.add(result["device"])
+                if len(devices) > 1:  # train.device auto on workers with and without a GPU
+                    raise ClusterError(
+                        f"dask workers trained on {sorted(devices)}: one shard would mix CPU "
+                        "and GPU bits; set train.device (cpu | cuda) or give every worker the "
+                        f"same devices ({saved} of {len(chunks)} chunks saved in {parts})")
+                # local disk: its errors are this machine's, not the cluster's (not caught)
+                finished(chunk, result["models"], result["seconds"],
+                         f" on dask worker {result['worker']} ({result['cpu']}, "
+                         f"{result['device']})")
+                saved += 1
+                future.release()
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        _close(client, futures, failed)
+
+
+WATCH = 10.0  # seconds between looks at the workers while no chunk comes back
+
+
+def eligible(workers: dict, want: dict) -> bool:
+    """Whether some worker can run a chunk that asks for the resources `want`."""
+    return any(all(w.get("resources", {}).get(k, 0) >= v for k, v in want.items())
+               for w in workers.values())
+
+
+def no_worker_line(want: dict, workers: dict) -> str:
+    if not workers:
+        return ("the dask scheduler has no workers left; start some (`dask worker "
+                "<address>`)")
+    have = {a: w.get("resources", {}) for a, w in workers.items()}
+    return (f"shadow.resources: no worker has {want} (workers have {have}); start workers "
+            "with e.g. `dask worker ... --resources GPU=1`")
+
+
+def _what_went(client, address: str) -> str:
+    """Why futures were cancelled: the scheduler went away, or it lost what they needed
+    (the pool's only copies with their workers). The client's view of the workers is a
+    cached copy, so only its own status tells the first case."""
+    if client.status != "running":
+        return f"dask scheduler {address} went away (chunks cancelled)"
+    return (f"dask cluster {address} cancelled the chunks (the scheduler went away, or lost "
+            "the pool with its workers)")
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _close(client, futures: list, failed: bool) -> None:
+    """Cancel what is left and close the client, quietly: after a failure the error line
+    says it all, not the client's reconnect tracebacks."""
+    if failed:
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name.startswith("distributed"):
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        for f in futures:
+            try:
+                f.cancel()
+            except Exception:  # noqa: BLE001, S110 (the client is closed already)
+                pass
+    try:
+        client.close(timeout=5)
+    except Exception:  # noqa: BLE001, S110 (the scheduler is gone already)
+        pass
+
+
+# --no-dashboard alone still serves /health and /metrics on 0.0.0.0 (8787 for a scheduler)
+LOOPBACK_HTTP = ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LoopbackCluster:
+    """A real Dask cluster on this machine for tests, benchmarks and trying the backend:
+    `dask scheduler` and `dask worker` processes (one thread each, no nanny), every socket
+    on 127.0.0.1, started in the environment of this process (bnmem's CPU pin included once
+    bnmem is imported) and stopped by their process ids. `tls`: {ca_file, cert, key}."""
+
+    def __init__(self, logs: Path, workers: int = 2, tls: dict | None = None,
+                 timeout: float = 60, worker_args: list[list[str]] | None = None):
+        import subprocess
+        import sys
+
+        self.d, self.tls, self.timeout = Path(logs), tls, timeout
+        self.d.mkdir(parents=True, exist_ok=True)
+        dask_cli = str(Path(sys.executable).with_name("dask"))
+        proto = "tls" if tls else "tcp"
+        self.address = f"{proto}://127.0.0.1:{free_port()}"
+        flags = ([f"--tls-ca-file={tls['ca_file']}", f"--tls-cert={tls['cert']}",
+                  f"--tls-key={tls['key']}"] if tls else [])
+        self.logs: list = []
+        self._popen = subprocess.Popen
+        self.scheduler = self._start("scheduler", [
+            dask_cli, "scheduler", "--host", "127.0.0.1", "--port",
+            self.address.rsplit(":", 1)[1], "--protocol", proto, *LOOPBACK_HTTP, *flags])
+        self.workers = []
+        try:
+            self.wait(lambda: self._listening(self.scheduler), "scheduler")
+            self.workers = [self._start(f"worker{i}", [
+                dask_cli, "worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
+                "--no-nanny", *LOOPBACK_HTTP, "--name", f"w{i}", *flags,
+                *(worker_args[i] if worker_args else [])])
+                for i in range(workers)]
+            self.wait(lambda: self.n_workers() == workers, f"{workers} workers")
+        except BaseException:
+            self.stop()
+            raise
+
+    def __enter__(self) -> LoopbackCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _start(self, name: str, cmd: list[str]):
+        import subprocess
+
+        log = open(self.d / f"{name}-{len(self.logs)}.log", "w")  # noqa: SIM115 (closed in stop)
+        self.logs.append(log)
+        return self._popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.d,
+                           start_new_session=True)
+
+    @staticmethod
+    def _listening(proc) -> bool:
+        import psutil
+
+        try:
+            return any(c.status == psutil.CONN_LISTEN
+                       for c in psutil.Process(proc.pid).net_connections("inet"))
+        except psutil.Error:
+            return False
+
+    def wait(self, ok: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+        deadline = time.time() + (timeout or self.timeout)
+        while time.time() < deadline:
+            if ok():
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"loopback cluster: no {what} after {timeout or self.timeout} s; "
+                           f"logs in {self.d}")
+
+    def tail(self) -> str:
+        return "\n".join(Path(log.name).read_text()[-1500:] for log in self.logs)
+
+    def security(self):
+        from distributed import Security
+
+        t = self.tls
+        return Security(tls_ca_file=t["ca_file"], tls_client_cert=t["cert"],
+                        tls_client_key=t["key"], require_encryption=True) if t else None
+
+    def client(self):
+        from distributed import Client
+
+        return Client(self.address, timeout=10, security=self.security(),
+                      set_as_default=False)
+
+    def n_workers(self) -> int:
+        try:
+            with self.client() as c:
+                return len(c.scheduler_info()["workers"])
+        except OSError:
+            return 0
+
+    def addresses(self) -> list[str]:
+        """Worker addresses in start order (w0, w1, ...)."""
+        with self.client() as c:
+            by_name = {w["name"]: a for a, w in c.scheduler_info()["workers"].items()}
+        return [by_name[f"w{i}"] for i in range(len(self.workers))]
+
+    def process(self, address: str):
+        return self.workers[self.addresses().index(address)]
+
+    def cpu_seconds(self, address: str) -> float:
+        import psutil
+
+        t = psutil.Process(self.process(address).pid).cpu_times()
+        return t.user + t.system
+
+    def sockets(self) -> set[str]:
+        """Every local address a running cluster process has a socket on."""
+        import psutil
+
+        out = set()
+        for proc in [self.scheduler, *self.workers]:
+            if proc.poll() is None:
+                out |= {c.laddr.ip for c in psutil.Process(proc.pid).net_connections("inet")}
+        return out
+
+    def stop(self) -> None:
+        import signal
+
+        for proc in [*self.workers, self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for log in self.logs:
+            log.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Helpers for the dask backend.
+
+    env:     the shell exports a Dask worker needs before it starts, so its numpy and torch
+             run the kernels the stage pins (bnmem.core.cpu):
+             eval "$(python -m bnmem.train.scaleout env)"; dask worker ...
+    cluster: a scheduler and N one-thread workers on 127.0.0.1 (LoopbackCluster) until
+             Ctrl-C or `kill`; prints the DASK_SCHEDULER_ADDRESS line to export.
+    """
+    import argparse
+    import tempfile
+
+    from bnmem.core import cpu
+
+    p = argparse.ArgumentParser(prog="python -m bnmem.train.scaleout", description=main.__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["env", "cluster"])
+    p.add_argument("--workers", type=int, default=2, help="cluster: worker processes")
+    args = p.parse_args(argv)
+    if args.command == "env":
+        for key, value in cpu.environment().items():
+            print(f"export {key}='{value}'")
+        return
+    import signal
+
+    def interrupt(signum, frame):  # `kill` (SIGTERM) stops the cluster as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # even when started with SIGINT ignored (`cmd &`)
+    logs = Path(tempfile.mkdtemp(prefix="bnmem-dask-"))
+    with LoopbackCluster(logs, workers=args.workers) as cluster:
+        print(f"export DASK_SCHEDULER_ADDRESS={cluster.address}   # {args.workers} workers; "
+              f"logs in {logs}; Ctrl-C stops them", flush=True)
+        try:
+            while all(p.poll() is None for p in [cluster.scheduler, *cluster.workers]):
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
