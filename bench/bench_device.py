@@ -24,7 +24,7 @@ from bnmem.core.config import Config, ModelConfig, TrainConfig
 from bnmem.data.images import preprocess
 from bnmem.core.io import load_npz
 from bnmem.train.recipe import fit
-from bnmem.models.spec import model_meta
+from bnmem.models.spec import model_spec
 from bnmem.train.stacked import train_stack
 
 SETTINGS = {"resnet": {"zero_init_residual": True, "init": "kaiming"},
@@ -35,7 +35,7 @@ def rate(device: str, arch: str, arm: str, x, y, epochs: int, models: int) -> tu
     cfg = Config(arch=arch, arms=(arm,), model=ModelConfig(**SETTINGS.get(arch, {})),
                  train=TrainConfig(epochs=epochs, checkpoints=(epochs,), warmup_epochs=0,
                                    device=device))
-    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    meta = model_spec(cfg, arm, x.shape[1], x.shape[2])
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     t0 = time.perf_counter()
     fit(cfg, arm, x, y, meta, 0, 0)

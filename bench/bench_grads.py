@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from bnmem import native
 from bnmem.grads.per_sample import grad_norms
 from bnmem.core.io import load_state
+from bnmem.core.records import TargetRecord
 from bnmem.models.spec import build
 from bnmem.data.pool import load_pool, tensors
 from bnmem.core.schedule import batch_order
@@ -40,7 +41,7 @@ from bnmem.models.runtime import map_single_threaded
 
 
 def load(pool_path: str, models: str, arm: str) -> tuple[torch.nn.Module, dict, dict]:
-    meta = json.loads((Path(models) / f"{arm}.json").read_text())
+    meta = TargetRecord.load(Path(models) / f"{arm}.json").spec
     model = build(meta)
     model.load_state_dict(load_state(Path(models) / f"{arm}.pt"))
     return model, meta, load_pool(pool_path)
@@ -160,12 +161,12 @@ def child(args: argparse.Namespace) -> None:
     before_mib: RSS with torch, model and inputs loaded; peak_mib: the peak from there on.
     """
     model, meta, pool = load(args.pool, args.models, args.arm)
-    x, y = tensors(pool, meta["dataset"])
+    x, y = tensors(pool, meta.dataset)
     if args.n != len(y):  # synthetic images of the pool's shape, labels uniform
         rng = np.random.default_rng([0, args.n])
         raw = rng.integers(0, 256, (args.n, *pool["x"].shape[1:]), dtype=np.uint8)
-        x, y = tensors({"x": raw, "y_train": rng.integers(0, meta["num_classes"], args.n)},
-                       meta["dataset"])
+        x, y = tensors({"x": raw, "y_train": rng.integers(0, meta.num_classes, args.n)},
+                       meta.dataset)
         del raw
     before = rss_mib()
     reset_peak()
@@ -202,7 +203,7 @@ def main() -> None:
     if args.child:
         return child(args)
     model, meta, pool = load(args.pool, args.models, args.arm)
-    x, y = tensors(pool, meta["dataset"])
+    x, y = tensors(pool, meta.dataset)
     n, k = len(y), min(args.loop_subset, len(y))
     labels = {"vmap": "vmap(grad)", "hooks": "closed forms after one autograd backward "
               "(bnmem.grads.fastgrad)", "native": "C kernel (bnmem.native, the default for LeNet)"}
@@ -223,7 +224,7 @@ def main() -> None:
     rows = [("eval", n), ("eval", args.big), ("batch", n)]
     mem = [measure(args, m, d) for d, m in rows]
     lines = [
-        f"# bench_grads: per-sample gradient norms ({meta['arch']}/{meta['norm']}, arm "
+        f"# bench_grads: per-sample gradient norms ({meta.arch}/{meta.norm}, arm "
         f"`{args.arm}`, {n} pool samples, chunk_size {args.chunk_size}, "
         f"{torch.get_num_threads()} torch threads, CPU)", "",
         "| path | seconds for the pool | samples / s | speed-up vs loop |",

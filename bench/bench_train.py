@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from bnmem.core.config import Config
 from bnmem.data.images import preprocess
-from bnmem.models.spec import build, model_meta
+from bnmem.models.spec import build, model_spec
 from bnmem.train.recipe import fit
 from bnmem.data.pool import load_pool, tensors
 from bnmem.core.keep import keep_matrix
@@ -67,7 +67,7 @@ def sgemm_peak(threads: int, n: int = 2048, reps: int = 5) -> float:
 
 def flops_per_sample(arch: str, batch: int = 64) -> float:
     """Forward + backward FLOPs per sample of one training step (batchnorm, 28 px)."""
-    model = build(model_meta(Config(arch=arch, arms=("batchnorm",)), "batchnorm", 1, 28), seed=0)
+    model = build(model_spec(Config(arch=arch, arms=("batchnorm",)), "batchnorm", 1, 28), seed=0)
     x, y = torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,))
     with FlopCounterMode(display=False) as fc:
         F.cross_entropy(model(x), y).backward()
@@ -83,7 +83,7 @@ def job(kind: str, threads: int, arm: str, pool: str, epochs: int, ids: list[int
     x, y, _ = load_data(pool)
     cfg = Config(arms=(arm,), train=dataclasses.replace(Config().train, epochs=epochs,
                                                          device="cpu"))
-    meta = model_meta(cfg, arm, 1, 28)
+    meta = model_spec(cfg, arm, 1, 28)
     keep = keep_matrix(N_MODELS, len(y), 0)[ids]
     seeds = [model_seeds(0, j) for j in ids]
     fit(cfg, arm, x[:256], y[:256], meta, 0, 0)  # warm up kernels (and compile the C one)
@@ -136,7 +136,7 @@ def profile_table(arm: str, pool: str, rows: int = 12) -> str:
     torch.set_num_threads(1)
     x, y, _ = load_data(pool)
     cfg = Config(arms=(arm,), train=dataclasses.replace(Config().train, epochs=1, device="cpu"))
-    meta = model_meta(cfg, arm, 1, 28)
+    meta = model_spec(cfg, arm, 1, 28)
     keep, s = keep_matrix(N_MODELS, len(y), 0), list(range(N_MODELS))
     train_stack(cfg, arm, x, y, keep[:, :400], meta, s, s)
     os.environ["BNMEM_NATIVE"] = "0"
@@ -169,11 +169,11 @@ def kernel_profile(arm: str, pool: str, peak1: float, steps: int = 20) -> str:
     x, y, _ = load_data(pool)
     with tempfile.TemporaryDirectory() as tmp:  # the stage's build, plus the phase timers
         lib = native.build("lenet_train", torch.float32, Path(tmp), defines=("BNMEM_PROFILE",))
-    meta = model_meta(Config(arms=(arm,)), arm, 1, 28)
-    net = StackedLeNet([build(meta, seed=j) for j in range(N_MODELS)], meta["norm"],
+    meta = model_spec(Config(arms=(arm,)), arm, 1, 28)
+    net = StackedLeNet([build(meta, seed=j) for j in range(N_MODELS)], meta.norm,
                        torch.device("cpu"))
     step = native.TrainStep(lib, net.params, net.state, F.pad(x, (2,) * 4), y,
-                            meta["norm"] == "batchnorm", 1e-5, 0.1, 0.0, 0.0)
+                            meta.norm == "batchnorm", 1e-5, 0.1, 0.0, 0.0)
     rng = np.random.default_rng(0)
     rows = torch.as_tensor(np.stack([rng.permutation(len(y))[:64] for _ in range(N_MODELS)]))
     counts = torch.full((N_MODELS,), 64)

@@ -28,7 +28,7 @@ from bnmem.core.config import Config, ModelConfig, TrainConfig
 from bnmem.data.images import preprocess
 from bnmem.core.io import load_npz
 from bnmem.train.recipe import fit
-from bnmem.models.spec import model_meta
+from bnmem.models.spec import model_spec
 from bnmem.train.stacked import train_stack
 from bench_train import flops_per_sample, sgemm_peak  # same folder: python bench/<this>.py
 
@@ -62,7 +62,7 @@ def main() -> None:
     for arch in args.archs:
         cfg = Config(arch=arch, arms=(args.arm,), model=ModelConfig(),
                      train=TrainConfig(epochs=args.epochs, checkpoints=(args.epochs,)))
-        meta = model_meta(cfg, args.arm, 1, 28)
+        meta = model_spec(cfg, args.arm, 1, 28)
         work = args.models * args.samples * args.epochs
         rates = {}
         for name, threads in (("plain2", 2), ("plain1", 1)):

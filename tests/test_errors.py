@@ -1,6 +1,5 @@
 """Bad input through the real stage CLIs: one line naming the key or file, exit status 2,
 nothing already computed touched. Also: no unpickling of anything read from disk."""
-import json
 import re
 from pathlib import Path
 
@@ -126,7 +125,8 @@ def test_package_never_unpickles():
 def test_truncated_or_foreign_pt(tmp_path, content):
     """A weights file cut short or not a state_dict: one line naming it, exit 2."""
     from bnmem.core.config import config_from_dict
-    from bnmem.models.spec import model_meta
+    from bnmem.core.records import TargetRecord
+    from bnmem.models.spec import model_spec
 
     n = 12
     pool = tmp_path / "pool.npz"
@@ -137,8 +137,8 @@ def test_truncated_or_foreign_pt(tmp_path, content):
     recipe.write_text(yaml.safe_dump(raw))
     model = tmp_path / "batchnorm.pt"
     model.write_bytes(content)
-    meta = model_meta(config_from_dict(raw), "batchnorm", 1, 28) | {"checkpoints": [raw["train"]["epochs"]]}
-    (tmp_path / "batchnorm.json").write_text(json.dumps(meta))
+    spec = model_spec(config_from_dict(raw), "batchnorm", 1, 28)
+    TargetRecord(spec, {}, [raw["train"]["epochs"]], {}).save(tmp_path / "batchnorm.json")
     res = run_main("grads", "--recipe", str(recipe), "--pool", str(pool), "--model", str(model),
                     "--checkpoints", str(tmp_path / "ck"), "--out", str(tmp_path / "g.npz"),
                     "--metrics", str(tmp_path / "g.json"), "--hist", str(tmp_path / "h.csv"))

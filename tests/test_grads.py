@@ -21,7 +21,8 @@ from bnmem.grads.per_sample import (
     batch_grads, grad_norms, has_batchnorm, histogram, layer_groups, per_sample_grads, summarize,
 )
 from bnmem.models.zoo import make_model
-from bnmem.models.spec import build, model_meta
+from bnmem.core.records import TargetRecord
+from bnmem.models.spec import build, model_spec
 from bnmem.core.schedule import batch_order
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -277,11 +278,11 @@ def _tiny_arm(tmp_path: Path, arm: str, other: str = "every") -> dict:
     cfg = config_from_dict(raw)
     recipe = tmp_path / f"{arm}.yaml"
     recipe.write_text(yaml.safe_dump(raw))
-    meta = model_meta(cfg, arm, 1, 28) | {"checkpoints": [1, 2]}
+    spec = model_spec(cfg, arm, 1, 28)
     (tmp_path / "ckpt").mkdir()
-    torch.save(build(meta, seed=1).state_dict(), tmp_path / "ckpt" / "epoch_1.pt")
-    torch.save(build(meta, seed=2).state_dict(), tmp_path / f"{arm}.pt")
-    (tmp_path / f"{arm}.json").write_text(json.dumps(meta))
+    torch.save(build(spec, seed=1).state_dict(), tmp_path / "ckpt" / "epoch_1.pt")
+    torch.save(build(spec, seed=2).state_dict(), tmp_path / f"{arm}.pt")
+    TargetRecord(spec, {}, [1, 2], {}).save(tmp_path / f"{arm}.json")
     return {"--recipe": recipe, "--pool": pool, "--model": tmp_path / f"{arm}.pt",
             "--checkpoints": tmp_path / "ckpt", "--out": tmp_path / "out" / f"{arm}.npz",
             "--metrics": tmp_path / "out" / f"{arm}.json",
@@ -308,7 +309,7 @@ def test_stage_end_to_end(tmp_path: Path) -> None:
     assert out["layer_norms"].shape == (len(out["layers"]), 24) and "norm1" in out["layers"]
     assert str(out["definition"]) == "eval" and bool(out["batch_coupled"])
     # The final row is the --model weights under the eval definition.
-    meta = json.loads(Path(paths["--model"]).with_suffix(".json").read_text())
+    meta = TargetRecord.load(Path(paths["--model"]).with_suffix(".json")).spec
     model = build(meta)
     model.load_state_dict(torch.load(paths["--model"], weights_only=True))
     assert has_batchnorm(model)

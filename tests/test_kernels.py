@@ -68,7 +68,8 @@ def probe(out: Path) -> None:
     params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
     (out.parent / "p.yaml").write_text(yaml.safe_dump(params))
     cfg = load_config(out.parent / "p.yaml")
-    model, history, meta = train_target(cfg, "batchnorm", pool, test)
+    model, history, target = train_target(cfg, "batchnorm", pool, test)
+    meta = target.spec
     x, y = tensors(pool, cfg.dataset)
     batches = batch_order(n, 32, 1, 3)[0]
     arrays = {f"state/{k}": v.numpy() for k, v in model.state_dict().items()}

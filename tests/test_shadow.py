@@ -131,11 +131,12 @@ def test_two_shards_concurrently_equal_sequential(tiny):
                                         ("groupnorm", "lenet"), ("batchnorm", "resnet")])
 def test_query_states_equals_querying_each_model(norm, arch):
     """The stacked eval pass (BN folded into the weights) gives each model's own logits."""
+    from bnmem.core.records import ModelSpec
     from bnmem.models.spec import build
     from bnmem.train.shadow import query, query_states
     torch.manual_seed(0)
-    meta = {"arch": arch, "norm": norm, "num_classes": 10, "in_channels": 1, "width": 4,
-            "image_size": 28}
+    meta = ModelSpec(arch=arch, norm=norm, arm=norm, num_classes=10, in_channels=1, width=4,
+                     image_size=28, dataset="fashion_mnist")
     states = []
     for seed in range(3):
         model = build(meta, seed=seed)

@@ -7,7 +7,7 @@ import torch
 
 from bnmem.core.config import Config
 from bnmem.data.images import preprocess
-from bnmem.models.spec import build, model_meta
+from bnmem.models.spec import build, model_spec
 from bnmem.train.recipe import fit
 from bnmem.train.stacked import predict_states, train_stack
 from bnmem.train.stacked_lenet import stack_states, unstack_states
@@ -28,7 +28,7 @@ def _setup(arm: str, n: int = N, image: tuple[int, int] = (1, 28), epochs: int =
     cfg = Config(dataset=dataset, arms=(arm,), reg_strength=0.5,
                  train=dataclasses.replace(Config().train, epochs=epochs, batch_size=16,
                                            device="cpu"))
-    meta = model_meta(cfg, arm, image[0], image[1])
+    meta = model_spec(cfg, arm, image[0], image[1])
     keep = np.zeros((K, n), dtype=bool)
     keep[0, rng.permutation(n)[: n // 2]] = True  # 50
     keep[1] = ~keep[0]  # 51
@@ -164,7 +164,7 @@ def test_step_counts_differ():
 
 
 def test_stack_roundtrip():
-    models = [build(model_meta(Config(), "batchnorm", 1, 28), seed=s) for s in (1, 2)]
+    models = [build(model_spec(Config(), "batchnorm", 1, 28), seed=s) for s in (1, 2)]
     back = unstack_states(stack_states(models))
     for m, sd in zip(models, back):
         for n, v in m.state_dict().items():
@@ -176,7 +176,7 @@ def test_other_arch_falls_back_to_plain_loop(workers, one_torch_thread):
     # models side by side (one torch thread each) equal the plain loop bit for bit
     cfg, _, x, y, keep = _setup("batchnorm", n=40, epochs=1)
     cfg = dataclasses.replace(cfg, arch="resnet", model=dataclasses.replace(cfg.model, width=4))
-    meta = model_meta(cfg, "batchnorm", 1, 28)
+    meta = model_spec(cfg, "batchnorm", 1, 28)
     states, _, tracked = train_stack(cfg, "batchnorm", x, y, keep[:2], meta, [1, 3], [2, 4],
                                      workers=workers, track=lambda z: z.clone())
     for j, (i, o) in enumerate(((1, 2), (3, 4))):

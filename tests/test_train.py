@@ -117,7 +117,7 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     import yaml
 
     from bnmem.core.config import load_config
-    from bnmem.models.spec import model_meta
+    from bnmem.models.spec import model_spec
     from bnmem.data.pool import tensors
     from bnmem.train.stacked import predict_states, train_stack
     from bnmem.train.target import train_target
@@ -135,10 +135,11 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     cfg = load_config(tmp_path / "p.yaml")
-    model, history, meta = train_target(cfg, "batchnorm", pool, test)
+    model, history, target = train_target(cfg, "batchnorm", pool, test)
+    meta = target.spec
     x, y = tensors(pool, cfg.dataset)
     states, hists, _ = train_stack(cfg, "batchnorm", x, y, np.ones((1, n), bool),
-                                   model_meta(cfg, "batchnorm", 1, 28), [3], [3])
+                                   model_spec(cfg, "batchnorm", 1, 28), [3], [3])
     for k, v in states[0].items():
         torch.testing.assert_close(model.state_dict()[k], v, rtol=0, atol=0)
     assert [h["loss"] for h in history] == [h["loss"] for h in hists[0]]

@@ -27,7 +27,7 @@ from bnmem.core.kinds import CLEAN
 from bnmem.data.images import preprocess
 from bnmem.core.io import load_npz
 from bnmem.train.recipe import fit
-from bnmem.models.spec import model_meta
+from bnmem.models.spec import model_spec
 from bnmem.models.runtime import predict
 
 SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual, init)
@@ -50,7 +50,7 @@ def run(arch: str, arm: str, setting: str, epochs: int, pool: dict, test: dict) 
                  train=TrainConfig(epochs=epochs, lr=lr, warmup_epochs=warmup,
                                    checkpoints=(epochs,), threads=1))
     x, y = preprocess(pool["x"], cfg.dataset), torch.as_tensor(pool["y_train"])
-    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    meta = model_spec(cfg, arm, x.shape[1], x.shape[2])
     t0 = time.perf_counter()
     model, hist = fit(cfg, arm, x, y, meta, init_seed=0, order_seed=0)
     seconds = time.perf_counter() - t0

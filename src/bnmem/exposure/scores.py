@@ -22,6 +22,7 @@ from bnmem.attack.lira import (
     memorization, score_lira, signals,
 )
 from bnmem.core.config import Config
+from bnmem.core.records import ModelSpec
 from bnmem.core.kinds import KINDS, YOURS
 from bnmem.core.io import InputError
 from bnmem.attack.stage import headline_variant
@@ -44,14 +45,14 @@ class TargetSignals:
 
 
 def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
-                   queries: tuple[str, ...], meta: dict | None = None) -> TargetSignals:
+                   queries: tuple[str, ...], spec: ModelSpec | None = None) -> TargetSignals:
     """The target's signals on the pool, with the shadow stage's query views (eval mode).
 
-    With the model's spec (`meta`) a LeNet is queried as the shadows are, through the C
+    With the model's `spec` a LeNet is queried as the shadows are, through the C
     eval forward (bnmem.train.stacked.eval_logits: the same logits on every CPU vendor); other
     models through PyTorch's forward."""
     identity = queries.index("identity") if "identity" in queries else 0
-    logits = torch.stack([eval_logits(model, meta, augment(x, q)) for q in queries], dim=1)
+    logits = torch.stack([eval_logits(model, spec, augment(x, q)) for q in queries], dim=1)
     phi, logp, correct = signals(logits.numpy()[None], labels, identity)
     return TargetSignals(phi[0], logp[0], correct[0])
 
@@ -240,11 +241,11 @@ def reference_arm(arms: list[str] | tuple[str, ...]) -> str:
 def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
                   nets: dict[str, nn.Module], shards: dict[str, list[Path]],
                   own: tuple[nn.Module, np.ndarray | None, dict] | None = None,
-                  metas: dict[str, dict] | None = None
+                  specs: dict[str, ModelSpec] | None = None
                   ) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
     """The exposure stage: every arm's target model (and `own` = (your model, membership
     [N] or None, provenance), scored against the shadows of audit.target_arm) against its
-    arm's shadows; `metas` ({arm: model spec}) routes LeNets through the C forward.
+    arm's shadows; `specs` ({arm: model spec}) routes LeNets through the C forward.
     Returns (results/exposure.json, {name: arrays for data/exposure/})."""
     labels, kind = pool["y_train"], pool["kind"]
     index = pool.get("index", np.arange(labels.size))
@@ -254,7 +255,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     for arm, net in nets.items():
         sigs[arm] = load_shadow(shards[arm], labels, identity)
         nulls[arm] = ExposureNull.build(sigs[arm], cfg)
-        raws[arm] = exposure(target_signals(net, x, labels, queries, (metas or {}).get(arm)),
+        raws[arm] = exposure(target_signals(net, x, labels, queries, (specs or {}).get(arm)),
                              sigs[arm], cfg)
         scores[arm] = nulls[arm].calibrate(raws[arm])
         mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
@@ -273,7 +274,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     if own is not None:
         model, member, info = own
         arm = cfg.audit.target_arm
-        t = target_signals(model, x, labels, queries, (metas or {}).get(arm))
+        t = target_signals(model, x, labels, queries, (specs or {}).get(arm))
         mine_raw = exposure(t, sigs[arm], cfg)
         mine = nulls[arm].calibrate(mine_raw)
         rmia = offline_rmia(t, sigs[arm], cfg)

@@ -42,6 +42,7 @@ from bnmem import native
 from bnmem.core.kinds import CLEAN
 from bnmem.core.kinds import KINDS as KIND_CODES
 from bnmem.core.config import Config
+from bnmem.core.records import ModelSpec
 from bnmem.models.zoo import bn_layers, mode
 from bnmem.models.spec import build
 from bnmem.data.pool import tensors
@@ -356,7 +357,7 @@ def histogram(norms: np.ndarray, kind: np.ndarray, bins: int = 40) -> dict[str, 
     return {k: np.asarray(v) for k, v in cols.items()}
 
 
-def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
+def grads_for_arm(cfg: Config, pool: dict, spec: ModelSpec, epochs: list[int],
                   states: Iterable[dict], progress: bool = True
                   ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
     """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
@@ -364,7 +365,7 @@ def grads_for_arm(cfg: Config, pool: dict, meta: dict, epochs: list[int],
     `grads.other_definition` asks (final checkpoint | every | never).
     Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
     x, y = tensors(pool, cfg.dataset)
-    model = build(meta).to(resolve_device(cfg.train.device))
+    model = build(spec).to(resolve_device(cfg.train.device))
     # the first epoch's training batches: the batches the batch-coupled definition couples
     batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
     definition = cfg.grads.definition

@@ -15,6 +15,7 @@ from bnmem.core.config import Config
 from bnmem.core.kinds import CLEAN, FLIPPED, OOD
 from bnmem.data.images import channel_stats
 from bnmem.core.io import InputError, load_json, load_npz, save_json
+from bnmem.core.records import TargetRecord
 from bnmem.attack.stage import comparison_pairs, headline_deltas
 from bnmem.report.markdown import render
 from bnmem.core.rng import SALT
@@ -64,8 +65,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     pool = load_npz(inp["pool"], ("x", "y_train", "kind"))
     test = load_npz(inp["test"], ("x", "y"))
     kind = pool["kind"]
-    metas = {a: load_json(models / f"{a}.json") for a in arms}
-    train = {a: metas[a]["metrics"] for a in arms}
+    records = {a: TargetRecord.load(models / f"{a}.json") for a in arms}
+    train = {a: records[a].metrics for a in arms}
     curves = {a: pd.read_csv(Path(inp["curves"]) / f"{a}.csv") for a in arms}
     grads = {a: load_json(Path(inp["grads"]) / f"{a}.json") for a in arms}
     gz = {a: load_npz(Path(inp["grads"]) / f"{a}.npz", ("norms", "norms_epoch", "epochs")) for a in arms}
@@ -93,8 +94,8 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
             grad_cmp[f"{a}_minus_{b}_{name}"] = grad_comparison(
                 gz[a]["norms_epoch"], gz[b]["norms_epoch"], fits[0], fits[1], gz[a]["epochs"],
                 kind, code, n_boot, rng)
-    gammas = {a: gamma_sigma_summary(metas[a].get("gamma_sigma", {})) for a in arms}
-    push = {a: metas[a]["gamma_push"] for a in arms if gammas[a]}
+    gammas = {a: gamma_sigma_summary(records[a].gamma_sigma) for a in arms}
+    push = {a: records[a].gamma_push for a in arms if gammas[a]}
     seeds = (across_seed_summary(cfg, arms, curves, grads, attack, membership, gammas,
                                  Path(inp["replicates"]), pairs) if cfg.seeds else None)
     table = claims(membership, grad_cmp, gammas.get("batchnorm"), seeds, cfg.noise_rate,
@@ -118,7 +119,7 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
         "memorization": plots.memorization_curves(curves, figdir / "memorization.png"),
         "grad_norms": plots.grad_norms({a: gz[a]["norms"] for a in arms}, kind, figdir / "grad_norms.png"),
         "gamma_sigma": plots.gamma_sigma_layers(
-            {a: {k: v["ratio"] for k, v in metas[a].get("gamma_sigma", {}).items()} for a in arms},
+            {a: {k: v["ratio"] for k, v in records[a].gamma_sigma.items()} for a in arms},
             figdir / "gamma_sigma.png"),
         "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, figdir / "mem_vs_lira.png"),
         "exposure": plots.exposure_grid(pool["x"], tops, figdir / "exposure.png"),
@@ -131,14 +132,13 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
                      {a: pd.read_csv(Path(inp["grad_hists"]) / f"{a}.csv") for a in arms})
     save_json(out["out_train"], {a: {k: train[a].get(k) for k in TRAIN_KEYS} for a in arms})
     save_json(out["out_deltas"], headline_deltas(membership))
-    save_json(out["out_results"], {**results, "train": {a: {**train[a], "gamma_sigma": metas[a].get(
-        "gamma_sigma")} for a in arms}, "grads_per_arm": grads, "theory": theory})
+    save_json(out["out_results"], {**results, "train": {a: {**train[a], "gamma_sigma": records[a].gamma_sigma} for a in arms}, "grads_per_arm": grads, "theory": theory})
     source, ood_source = describe(cfg.dataset, cfg.data)
     mean, std = channel_stats(cfg.dataset, pool["x"])
     provenance = {"source": source, "ood_source": ood_source, "mean": mean, "std": std,
                   "pool_sha256": hashlib.sha256(Path(inp["pool"]).read_bytes()).hexdigest()[:16],
                   "n_shards": len(cfg.shadow.shard_ids), "cpu_level": kernels["level"]}
     render(Path(out["report"]), cfg, results, train, grads, attack, membership, theory, figures,
-           kind, provenance, exposure, {a: metas[a].get("swapped", []) for a in arms})
+           kind, provenance, exposure, {a: list(records[a].spec.swapped or []) for a in arms})
 
 

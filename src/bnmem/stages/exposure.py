@@ -11,8 +11,9 @@ from bnmem.core import cli
 from bnmem.core.config import ConfigError, load_config
 from bnmem.core.kinds import YOURS
 from bnmem.exposure.scores import exposure_arms, load_target, read_members
-from bnmem.core.io import load_json, load_state, save_json, save_npz
-from bnmem.models.spec import build
+from bnmem.core.io import load_state, save_json, save_npz
+from bnmem.core.records import TargetRecord
+from bnmem.models.spec import build, load_model
 from bnmem.data.pool import load_pool, tensors
 
 log = logging.getLogger("bnmem.exposure.scores")
@@ -44,24 +45,21 @@ def main() -> None:
     pool = load_pool(args.pool)
     x, _ = tensors(pool, cfg.dataset)
     models = Path(args.models)
-    metas = {a: load_json(models / f"{a}.json") for a in cfg.arms}
-    nets = {}
-    for a in cfg.arms:
-        nets[a] = build(metas[a])
-        nets[a].load_state_dict(load_state(models / f"{a}.pt"))
+    specs = {a: TargetRecord.load(models / f"{a}.json").spec for a in cfg.arms}
+    nets = {a: load_model(specs[a], models / f"{a}.pt") for a in cfg.arms}
     shards = {a: [Path(args.shadow_dir) / a / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
               for a in cfg.arms}
     own = None
     if args.target_weights:
         arm = cfg.audit.target_arm
         weights = Path(args.target_weights)
-        model = load_target(build(metas[arm]), load_state(weights), weights, cfg.arch)
+        model = load_target(build(specs[arm]), load_state(weights), weights, cfg.arch)
         index = pool.get("index", np.arange(pool["y_train"].size))
         member, listed = (read_members(Path(args.members), index) if args.members
                           else (None, None))
         own = (model, member, {"weights": weights.name, "members_listed": listed,
                                "members": Path(args.members).name if args.members else None})
-    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own, metas)
+    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own, specs)
     for name, arr in arrays.items():
         save_npz(Path(args.scores_dir) / f"{name}.npz", **arr)
     save_json(args.out, results)

@@ -10,7 +10,8 @@ import numpy as np
 from bnmem.core import cli
 from bnmem.core.config import load_config
 from bnmem.grads.per_sample import grads_for_arm
-from bnmem.core.io import InputError, atomic_path, load_json, load_state, save_json, save_npz
+from bnmem.core.io import InputError, atomic_path, load_state, save_json, save_npz
+from bnmem.core.records import TargetRecord
 from bnmem.models.spec import build
 from bnmem.data.pool import load_pool
 
@@ -30,21 +31,21 @@ def main() -> None:
     cfg = load_config(args.recipe)
     cli.setup(cfg.train.threads)
     pool = load_pool(args.pool)
-    meta = load_json(Path(args.model).with_suffix(".json"))
-    epochs = sorted(meta.get("checkpoints") or [cfg.train.epochs])
-    keys = build(meta).state_dict().keys()
+    target = TargetRecord.load(Path(args.model).with_suffix(".json"))
+    spec, epochs = target.spec, sorted(target.checkpoints or [cfg.train.epochs])
+    keys = build(spec).state_dict().keys()
 
     def states() -> Iterator[dict]:  # the final epoch is read from --model (the same weights)
         for k in epochs:
             path = args.model if k == epochs[-1] else Path(args.checkpoints) / f"epoch_{k}.pt"
             state = load_state(path)
             if state.keys() != keys:
-                raise InputError(f"{path}: keys do not match a {meta['arch']}/{meta['norm']} model")
+                raise InputError(f"{path}: keys do not match a {spec.arch}/{spec.norm} model")
             log.info("checkpoint epoch %d", k)
             yield state
 
     t0 = time.perf_counter()
-    arrays, summary, hist = grads_for_arm(cfg, pool, meta, epochs, states())
+    arrays, summary, hist = grads_for_arm(cfg, pool, spec, epochs, states())
     log.info("norms: %.1f s", time.perf_counter() - t0)  # logged only: outputs stay bit-identical
     save_npz(args.out, **arrays)
     save_json(args.metrics, summary)

@@ -41,15 +41,15 @@ def main() -> None:
     cli.setup(cfg.train.threads)
     pool, test = load_pool(args.pool), load_npz(args.test, ("x", "y"))
 
-    model, history, meta = train_arm(cfg, pool, test)
+    model, history, target = train_arm(cfg, pool, test)
     final = cfg.train.epochs
-    _, grads, _ = grads_for_arm(cfg, pool, meta, [final], [model.state_dict()])
+    _, grads, _ = grads_for_arm(cfg, pool, target.spec, [final], [model.state_dict()])
     parts = out.with_name(out.stem + "_shadow.partial")
     shadow = shadow_shard(cfg, pool, 0, parts,
                           resume_key(Path(args.recipe), Path(args.pool), str(cfg.seed)),
                           progress=f"seed {cfg.seed}")
     lira, curve = attack_one_arm(cfg, shadow, pool["y_train"], pool["kind"])
-    record = arm_record(history, grads, lira, curve, gamma_sigma_summary(meta["gamma_sigma"]))
+    record = arm_record(history, grads, lira, curve, gamma_sigma_summary(target.gamma_sigma))
     save_state(out.with_suffix(".pt"), model.state_dict())
     save_npz(out.with_name(out.stem + "_shadow.npz"), **shadow)
     save_json(out, {"arm": arm, "seed": cfg.seed, "record": record})

@@ -10,7 +10,7 @@ import pandas as pd
 
 from bnmem.core import cli
 from bnmem.core.config import load_config
-from bnmem.core.io import atomic_path, load_npz, save_json, save_npz, save_state
+from bnmem.core.io import atomic_path, load_npz, save_npz, save_state
 from bnmem.data.pool import load_pool
 from bnmem.train.target import final_evals, train_arm
 
@@ -58,16 +58,15 @@ def main() -> None:
     kernels = cli.setup(cfg.train.threads)
     live, on_record = live_logger(args.live) if args.live else (None, None)
     pool, test = load_pool(args.pool), load_npz(args.test, ("x", "y"))
-    model, history, meta = train_arm(cfg, pool, test, Path(args.checkpoints), on_record=on_record)
+    model, history, record = train_arm(cfg, pool, test, Path(args.checkpoints), on_record=on_record)
     if live is not None:
         live.end()
-    evals, push = final_evals(cfg, model, meta, pool, test)
-    if push is not None:
-        meta["gamma_push"] = push
+    evals, record.gamma_push = final_evals(cfg, model, record.spec, pool, test)
+    record.cpu_kernels = kernels
     out = Path(args.model)
     save_state(out, model.state_dict())
     save_npz(out.with_name(f"{out.stem}_eval.npz"), **evals)
-    save_json(out.with_suffix(".json"), {**meta, "cpu_kernels": kernels})
+    record.save(out.with_suffix(".json"))
     with atomic_path(args.curves) as tmp:
         pd.DataFrame(history).drop(columns=["seconds"]).to_csv(tmp, index=False, float_format="%.6g")
 

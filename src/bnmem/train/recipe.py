@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from bnmem.core.config import Config
+from bnmem.core.records import ModelSpec
 from bnmem.models.spec import build
 from bnmem.train.loop import Regularizer, train_model
 from bnmem.models.runtime import resolve_device
@@ -16,11 +17,11 @@ def regularizer(cfg: Config, arm: str) -> Regularizer | None:
     return Regularizer(cfg.reg_strength, cfg.reg.target) if arm == "batchnorm_reg" else None
 
 
-def fit(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, meta: dict, init_seed: int,
+def fit(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, spec: ModelSpec, init_seed: int,
         order_seed: int, on_epoch=None, progress: bool = False) -> tuple[nn.Module, list[dict]]:
     """Build the arm's model from `init_seed` and train it on (x, y) with the arm's recipe."""
     device = resolve_device(cfg.train.device)
-    model = build(meta, seed=init_seed).to(device)
+    model = build(spec, seed=init_seed).to(device)
     history = train_model(model, x, y, cfg.train, order_seed, regularizer(cfg, arm),
                           on_epoch=on_epoch, progress=progress)
     return model, history

@@ -20,7 +20,8 @@ from bnmem.core.config import Config, budget_epochs, budget_recipe
 from bnmem.core.io import save_npz
 from bnmem.core.keep import keep_matrix
 from bnmem.core.margin import logit_margin
-from bnmem.models.spec import model_meta
+from bnmem.core.records import ModelSpec
+from bnmem.models.spec import model_spec
 from bnmem.data.pool import tensors
 from bnmem.core.rng import SALT
 from bnmem.train.stacked import predict_states, train_stack
@@ -42,10 +43,10 @@ def shard_ids(n_models: int, shards: int, shard: int) -> np.ndarray:
     return np.arange(shard * per, (shard + 1) * per, dtype=np.int64)
 
 
-def query_states(meta: dict, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],
+def query_states(spec: ModelSpec, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],
                  device: torch.device | str = "cpu") -> np.ndarray:
     """float32 [K, N, Q, C]: `query` for K trained models at once (bnmem.train.stacked)."""
-    return torch.stack([predict_states(meta, states, augment(x, q), device) for q in queries],
+    return torch.stack([predict_states(spec, states, augment(x, q), device) for q in queries],
                        dim=2).numpy()
 
 
@@ -92,7 +93,7 @@ def grad_model(model_id: int, grad_models: int) -> bool:
     return model_id % 2 == 0 and model_id < 2 * grad_models
 
 
-def endpoint_norms(cfg: Config, meta: dict, states: list[dict], x: torch.Tensor,
+def endpoint_norms(cfg: Config, spec: ModelSpec, states: list[dict], x: torch.Tensor,
                    y: torch.Tensor, device, rows: np.ndarray) -> np.ndarray:
     """float32 [endpoints, N]: per-sample gradient norms (eval definition: running
     statistics, each sample's loss on its own) of one shadow model at each endpoint, on
@@ -100,7 +101,7 @@ def endpoint_norms(cfg: Config, meta: dict, states: list[dict], x: torch.Tensor,
     samples only)."""
     from bnmem.grads.per_sample import grad_norms
     from bnmem.models.spec import build
-    model = build(meta).to(device)
+    model = build(spec).to(device)
     idx = torch.as_tensor(np.flatnonzero(rows))
     xs, ys = x[idx].to(device), y[idx].to(device)
     out = np.full((len(states), len(y)), np.nan, np.float32)
@@ -119,20 +120,20 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     each budget, its own schedule annealed at its own end) and its final loss ("loss"). Each model's bits depend on its id only, not on which models share
     its chunk, nor on `workers`, nor on the process that runs it (bnmem.train.scaleout)."""
     s = cfg.shadow
-    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
+    spec = model_spec(cfg, arm, x.shape[1], x.shape[2])
     track = epoch_signals(y) if s.track_epochs else None
     seeds = [model_seeds(cfg.seed, j) for j in ids]
-    states, hists, tracked = train_stack(cfg, arm, x, y, keep[ids], meta,
+    states, hists, tracked = train_stack(cfg, arm, x, y, keep[ids], spec,
                                          [a for a, _ in seeds], [b for _, b in seeds],
                                          workers=workers, track=track)
     device = resolve_device(cfg.train.device)
-    logits = query_states(meta, states, x, s.queries, device)
+    logits = query_states(spec, states, x, s.queries, device)
     budget_logits, endpoint_states = [], []  # annealed endpoints: same models, shorter schedules
     for b in budget_epochs(cfg):
         short = budget_recipe(cfg, b)
-        b_states, _, _ = train_stack(short, arm, x, y, keep[ids], meta, [a for a, _ in seeds],
+        b_states, _, _ = train_stack(short, arm, x, y, keep[ids], spec, [a for a, _ in seeds],
                                      [o for _, o in seeds], workers=workers)
-        budget_logits.append(query_states(meta, b_states, x, s.queries, device))
+        budget_logits.append(query_states(spec, b_states, x, s.queries, device))
         endpoint_states.append(b_states)
     endpoint_states.append(states)
     out = []
@@ -144,7 +145,7 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         if budget_logits:
             arrays["budget_logits"] = np.stack([bl[k] for bl in budget_logits])
         if grad_model(ids[k], s.grad_models):
-            arrays["grad_norms"] = endpoint_norms(cfg, meta, [st[k] for st in endpoint_states],
+            arrays["grad_norms"] = endpoint_norms(cfg, spec, [st[k] for st in endpoint_states],
                                                   x, y, device, keep[ids[k]])
         out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
     return out

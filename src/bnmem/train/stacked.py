@@ -33,6 +33,7 @@ import torch.nn.functional as F
 
 from bnmem import native
 from bnmem.core.config import Config, TrainConfig
+from bnmem.core.records import ModelSpec
 from bnmem.models.spec import build
 from bnmem.train.recipe import fit, regularizer
 from bnmem.train.stacked_lenet import StackedLeNet, _Masked, pad32, unstack_states
@@ -183,42 +184,42 @@ def _jobs(steps: list[int], size: int, workers: int) -> list[list[int]]:
     return jobs
 
 
-def predict_states(meta: dict, states: list[dict], x: torch.Tensor,
+def predict_states(spec: ModelSpec, states: list[dict], x: torch.Tensor,
                    device: torch.device | str = "cpu") -> torch.Tensor:
     """Eval-mode logits [K, N, classes] of K trained models (state dicts) on x [N, C, H, W]:
     LeNets as one stacked network (BN folded, see StackedLeNet.predict), others one by one."""
     models = []
     for state in states:
-        model = build(meta)
+        model = build(spec)
         model.load_state_dict(state)
         models.append(model)
-    if meta["arch"] != "lenet":
+    if spec.arch != "lenet":
         return torch.stack([predict(m.to(device), x) for m in models])
-    net = StackedLeNet(models, meta["norm"], torch.device(device))
+    net = StackedLeNet(models, spec.norm, torch.device(device))
     return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device),
-                       x_pad=_pool_for_kernels(meta, x, device)).cpu()
+                       x_pad=_pool_for_kernels(spec, x, device)).cpu()
 
 
-def eval_logits(model: nn.Module, meta: dict | None, x: torch.Tensor,
+def eval_logits(model: nn.Module, spec: ModelSpec | None, x: torch.Tensor,
                 device: torch.device | str = "cpu") -> torch.Tensor:
-    """One trained model's eval-mode logits [N, classes]: a LeNet (per its spec `meta`)
+    """One trained model's eval-mode logits [N, classes]: a LeNet (per its `spec`)
     through the C eval forward, as the shadows are queried (the same bits on every CPU
     vendor); any other model, or no spec, through PyTorch's forward."""
-    if meta is not None and meta.get("arch") == "lenet":
-        return predict_states(meta, [model.state_dict()], x, device)[0]
+    if spec is not None and spec.arch == "lenet":
+        return predict_states(spec, [model.state_dict()], x, device)[0]
     return predict(model, x)
 
 
-def _pool_for_kernels(meta: dict, x: torch.Tensor, device: torch.device | str
+def _pool_for_kernels(spec: ModelSpec, x: torch.Tensor, device: torch.device | str
                       ) -> torch.Tensor | None:
     """x padded for the C kernels (bnmem.train.stacked_lenet.pad32) where they apply, else None."""
-    if native.applies(meta["norm"], device, x.dtype, x.shape[1], meta["num_classes"]):
+    if native.applies(spec.norm, device, x.dtype, x.shape[1], spec.num_classes):
         return pad32(x)
     return None
 
 
 def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndarray,
-                meta: dict, init_seeds: list[int], order_seeds: list[int],
+                spec: ModelSpec, init_seeds: list[int], order_seeds: list[int],
                 max_stack: int = 0, workers: int = 1,
                 track: Callable[[torch.Tensor], Any] | None = None,
                 on_epoch: Callable[[int, list[dict], list[dict]], None] | None = None
@@ -226,7 +227,7 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     """Train K models of one arm at once; model k as pipeline.fit(cfg, arm, x[keep[k]], ...).
 
     Args:
-        cfg, arm, meta: as for pipeline.fit (the arm's recipe and model_meta).
+        cfg, arm, spec: as for bnmem.train.recipe.fit (the arm's recipe and model spec).
         x: preprocessed pool [N, C, H, W]; y: labels [N].
         keep: bool [K, N], model k trains on x[keep[k]].
         init_seeds, order_seeds: per-model seeds, as fit's init_seed / order_seed.
@@ -240,17 +241,17 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             per-epoch measurements and checkpoints, bnmem.train.target.train_target).
     Returns:
         (state_dicts, histories, tracked): per model, a CPU state_dict loadable into
-        pipeline.build(meta), fit's per-epoch records (loss, penalty, lr, seconds), and
+        bnmem.models.spec.build(spec), fit's per-epoch records (loss, penalty, lr, seconds), and
         the list of track(...) results per epoch (empty lists without `track`).
     """
     keep = np.asarray(keep, dtype=bool)
     device = resolve_device(cfg.train.device)
-    if meta["arch"] != "lenet":  # only LeNet has a stacked form; others run the plain loop,
+    if spec.arch != "lenet":  # only LeNet has a stacked form; others run the plain loop,
         def one(j: int) -> tuple[dict, list[dict], list]:  # models side by side on the CPU
             seen: list = []
             hook = (lambda e, m, rec: seen.append(track(predict(m, x)))) if track else None
             model, hist = fit(cfg, arm, x[torch.as_tensor(keep[j])], y[torch.as_tensor(keep[j])],
-                              meta, init_seeds[j], order_seeds[j], on_epoch=hook)
+                              spec, init_seeds[j], order_seeds[j], on_epoch=hook)
             return {n: v.detach().cpu() for n, v in model.state_dict().items()}, hist, seen
 
         done = map_single_threaded(one, list(range(len(keep))),
@@ -260,7 +261,7 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     if device.type == "cpu":
         native.setup_process()  # the allocator; threads: `workers` below
     x_hwc = x.permute(0, 2, 3, 1).contiguous().to(device)  # gathers rows of [H, W, C]
-    x_pad = _pool_for_kernels(meta, x, device)
+    x_pad = _pool_for_kernels(spec, x, device)
     y = y.to(device)
     subsets = [np.flatnonzero(row) for row in keep]
     steps = [math.ceil(len(s) / cfg.train.batch_size) for s in subsets]
@@ -271,8 +272,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         lambda epoch, state, recs: on_epoch(epoch, unstack_states(state), recs))
 
     def run(part: list[int]) -> tuple[dict, list[list[dict]], list[list]]:
-        models = [build(meta, seed=init_seeds[j]) for j in part]
-        return _train_group(cfg.train, meta["norm"], regularizer(cfg, arm), x_hwc, y,
+        models = [build(spec, seed=init_seeds[j]) for j in part]
+        return _train_group(cfg.train, spec.norm, regularizer(cfg, arm), x_hwc, y,
                             [subsets[j] for j in part], models, [order_seeds[j] for j in part],
                             device, track, x_pad, hook)
 

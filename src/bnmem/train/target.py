@@ -16,7 +16,8 @@ from torch import nn
 from bnmem.core.config import Config
 from bnmem.data.images import preprocess
 from bnmem.core.io import save_state
-from bnmem.models.spec import build, model_meta
+from bnmem.core.records import ModelSpec, TargetRecord
+from bnmem.models.spec import build, model_spec
 from bnmem.train.recipe import fit
 from bnmem.data.pool import tensors
 from bnmem.train.stacked import eval_logits, train_stack
@@ -30,23 +31,23 @@ log = logging.getLogger("bnmem.train")
 
 
 def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[str, np.ndarray],
-                 on_epoch=None, progress: bool = False) -> tuple[nn.Module, list[dict], dict]:
+                 on_epoch=None, progress: bool = False) -> tuple[nn.Module, list[dict], TargetRecord]:
     """Train an arm's target model on the whole pool (init and batch order from cfg.seed),
     measuring memorization and gamma/sigma after every epoch (eval mode). LeNet trains
     and is measured as the shadow models are (bnmem.train.stacked: the C kernels where they
     apply, whose results do not depend on the CPU vendor); other archs in the plain loop.
 
     `on_epoch(epoch, model, record)` runs after the measurements (e.g. to save a
-    checkpoint). Returns (model, history, meta): meta is the `<arm>.json` content, with
-    the final metrics and the per-channel gamma/sigma.
+    checkpoint). Returns (model, history, record): the record is `<arm>.json`'s content
+    (the model spec, the final metrics and the per-channel gamma/sigma).
     """
     x, y = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
-    meta = model_meta(cfg, arm, x.shape[1], x.shape[2])
-    stacked = meta["arch"] == "lenet"  # the shadows' trainer: C kernels, any CPU vendor
+    spec = model_spec(cfg, arm, x.shape[1], x.shape[2])
+    stacked = spec.arch == "lenet"  # the shadows' trainer: C kernels, any CPU vendor
 
     def logits(model: nn.Module, data: torch.Tensor) -> torch.Tensor:
-        return eval_logits(model, meta, data, resolve_device(cfg.train.device))
+        return eval_logits(model, spec, data, resolve_device(cfg.train.device))
 
     def measure(epoch: int, model: nn.Module, rec: dict) -> None:
         rec.update(accuracy_by_kind(logits(model, x), pool["y_train"], pool["kind"],
@@ -61,35 +62,34 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
             on_epoch(epoch, model, rec)
 
     if stacked:
-        model, history = build(meta), []
+        model, history = build(spec), []
 
         def hook(epoch: int, states: list[dict], recs: list[dict]) -> None:
             model.load_state_dict(states[0])
             rec = dict(recs[0])
             measure(epoch, model, rec)
             history.append(rec)
-        train_stack(cfg, arm, x, y, np.ones((1, len(y)), bool), meta, [cfg.seed], [cfg.seed],
+        train_stack(cfg, arm, x, y, np.ones((1, len(y)), bool), spec, [cfg.seed], [cfg.seed],
                     on_epoch=hook)
     else:
-        model, history = fit(cfg, arm, x, y, meta, init_seed=cfg.seed, order_seed=cfg.seed,
+        model, history = fit(cfg, arm, x, y, spec, init_seed=cfg.seed, order_seed=cfg.seed,
                              on_epoch=measure, progress=progress)
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "lr", "seconds")}
     final["epochs_to_mem_50"] = epochs_to(history, "flipped_mem_acc", 0.5)
     # no wall time in any output: outputs are bit-identical across runs and machines
-    meta.update(metrics=final,
-                checkpoints=sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
-                gamma_sigma=gamma_sigma(model))
-    return model, history, meta
+    record = TargetRecord(spec, final, sorted(set(cfg.train.checkpoints) | {cfg.train.epochs}),
+                          gamma_sigma(model))
+    return model, history, record
 
 
 def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None = None,
               progress: bool = True,
               on_record: Callable[[int, dict], None] | None = None
-              ) -> tuple[torch.nn.Module, list[dict], dict]:
+              ) -> tuple[torch.nn.Module, list[dict], TargetRecord]:
     """Train the recipe's arm on the whole pool; the epochs in train.checkpoints and the
     final one are saved to `checkpoint_dir` as epoch_<k>.pt; `on_record(epoch, record)`
     sees each epoch's record as it is made (dvclive). Returns (model, per-epoch records,
-    metadata)."""
+    the `<arm>.json` record)."""
     arm = cfg.arms[0]
     if checkpoint_dir is not None:
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
@@ -104,13 +104,13 @@ def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None =
         if on_record is not None:
             on_record(epoch, rec)
 
-    model, history, meta = train_target(cfg, arm, pool, test, on_epoch, progress=progress)
+    model, history, record = train_target(cfg, arm, pool, test, on_epoch, progress=progress)
     if checkpoint_dir is not None:
         save_state(checkpoint_dir / f"epoch_{cfg.train.epochs}.pt", model.state_dict())
-    return model, history, meta
+    return model, history, record
 
 
-def final_evals(cfg: Config, model: nn.Module, meta: dict, pool: dict[str, np.ndarray],
+def final_evals(cfg: Config, model: nn.Module, spec: ModelSpec, pool: dict[str, np.ndarray],
                 test: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict | None]:
     """What the report reads of the final target, so that the report runs no model:
     per-sample correctness (eval mode, bool) on the pool (`correct` [N]) and the test set
@@ -119,8 +119,8 @@ def final_evals(cfg: Config, model: nn.Module, meta: dict, pool: dict[str, np.nd
     model = model.cpu()
     x, _ = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
-    evals = {"correct": eval_logits(model, meta, x).argmax(1).numpy() == pool["y_train"],
-             "test_correct": eval_logits(model, meta, x_test).argmax(1).numpy() == test["y"]}
+    evals = {"correct": eval_logits(model, spec, x).argmax(1).numpy() == pool["y_train"],
+             "test_correct": eval_logits(model, spec, x_test).argmax(1).numpy() == test["y"]}
     kind = pool["kind"]
     push = gamma_push(model, x, pool["y_train"], {
         "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD}) if gamma_sigma(model) else None
