@@ -35,7 +35,7 @@ repro: setup
 test: setup
 	python -m pytest -q
 
-# the edit loop: every test but the end-to-end runs (DVC pipelines, clusters, wheels)
+# the edit loop: every test but the slow ones (DVC pipelines, clusters, wheels, simulations)
 test-fast: setup
 	python -m pytest -q -m "not slow"
 

@@ -11,7 +11,8 @@ import torch
 import yaml
 from torch import nn
 
-from bnmem.attack.lira import Signals, log_prob_from_margin
+from bnmem.attack.lira import Signals
+from bnmem.core.margin import log_prob_from_margin
 from bnmem.core.config import DataConfig, ConfigError, config_from_dict
 from bnmem.exposure.scores import (
     TargetSignals, calibration, exposure, membership_metrics, offline_rmia, read_members,

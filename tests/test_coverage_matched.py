@@ -2,6 +2,7 @@
 bnmem.attack.frontier) cover a known truth on simulated runs: a fast, seeded version of
 bench/bench_coverage_matched.py (500 runs there, bench/results/coverage_matched.md)."""
 import numpy as np
+import pytest
 
 from bnmem.attack.coverage_matched import matched_coverage, simulate
 
@@ -19,6 +20,7 @@ def test_simulated_endpoints_rise_in_utility_and_leakage():
     assert np.allclose(np.std(gap[~keep]), 0) and np.std(gap[keep]) > 0
 
 
+@pytest.mark.slow  # a simulation study (about 12 s): the full suite, not the edit loop
 def test_matched_heldout_intervals_cover_on_simulated_runs():
     res = matched_coverage(20, n=800, draws=20, truth_runs=40, seed=2,
                            procedures=("mixed", "jackknife"))

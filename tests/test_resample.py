@@ -77,6 +77,7 @@ def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
     assert len(out["curve"]["fit"]) == len(out["curve"]["lo"])
 
 
+@pytest.mark.slow  # a simulation study (about 20 s): the full suite, not the edit loop
 def test_interval_coverage_on_synthetic_runs():
     """The default procedure (`mixed`) covers the expected value of every figure type in
     >= 85 % of 40 small seeded runs, with narrower AUC intervals than drawing pairs and

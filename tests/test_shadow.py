@@ -11,7 +11,8 @@ import torch
 import yaml
 
 from bnmem.core.keep import keep_matrix
-from bnmem.train.shadow import augment, model_seeds, shard_ids
+from bnmem.train.shadow import model_seeds, shard_ids
+from bnmem.train.views import augment
 from conftest import ROOT, run_stage
 
 
@@ -133,7 +134,8 @@ def test_query_states_equals_querying_each_model(norm, arch):
     """The stacked eval pass (BN folded into the weights) gives each model's own logits."""
     from bnmem.core.records import ModelSpec
     from bnmem.models.spec import build
-    from bnmem.train.shadow import query, query_states
+    from bnmem.train.shadow import query_states
+    from bnmem.train.views import query
     torch.manual_seed(0)
     meta = ModelSpec(arch=arch, norm=norm, arm=norm, num_classes=10, in_channels=1, width=4,
                      image_size=28, dataset="fashion_mnist")

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.special import log_ndtr
 
 from bnmem.core.io import InputError, load_npz
-from bnmem.core.margin import log_prob_from_margin, logit_margin  # noqa: F401 (re-exported)
+from bnmem.core.margin import log_prob_from_margin, logit_margin
 from bnmem.attack.rmia import loo_rmia
 
 LIRA_VARIANTS = {  # name -> (online, variance: see `score_lira`)

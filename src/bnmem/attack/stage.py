@@ -23,7 +23,7 @@ from bnmem.attack.lira import (
 )
 from bnmem.attack import frontier
 from bnmem.attack import grad_claims
-from bnmem.core.config import Config, budget_epochs
+from bnmem.core.config import Config, budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
@@ -37,9 +37,12 @@ log = logging.getLogger(__name__)
 LIRA_FIXED_BELOW = 64  # shadows per side; the LiRA paper fixes the variance below this
 
 
-def headline_variant(shadows_per_side: int) -> str:
+def headline_variant(n_models: int) -> str:
     """The LiRA paper's rule (Carlini et al. 2022, Sec. VI): with fewer than 64 shadow
-    models per side a per-example variance is too noisy, so one global variance is used."""
+    models per side a per-example variance is too noisy, so one global variance is used.
+    Balanced leave-one-out: each target model's samples have n_models / 2 - 1 shadows on
+    either side (the target is left out of its own side, its complement out of the other)."""
+    shadows_per_side = n_models // 2 - 1
     return "lira_online_fixed" if shadows_per_side < LIRA_FIXED_BELOW else "lira_online"
 
 
@@ -122,9 +125,9 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     "membership": results/membership.json, "roc": tidy ROC frame, "headline": metrics,
     "attack_deltas": every variant's arm - none difference (samples-only intervals)}."""
     a, queries = cfg.attack, cfg.shadow.queries
-    identity = queries.index("identity") if "identity" in queries else 0
+    identity = identity_index(queries)
     boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
-    variant = headline_variant(cfg.shadow.n_models // 2 - 1)
+    variant = headline_variant(cfg.shadow.n_models)
     scores, attack, resamples, rows, data, nulls = {}, {}, {}, [], {}, {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
@@ -177,10 +180,10 @@ def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarra
     arrays): its metrics per subset and, with shadow.track_epochs, the per-epoch fit / AUC
     curve (the attack stage's draw 0). Used by `replicate` for each extra seed."""
     s = cfg.shadow
-    identity = s.queries.index("identity") if "identity" in s.queries else 0
+    identity = identity_index(s.queries)
     phi, _, correct = signals(shadow["logits"], labels, identity)
     keep, ids = shadow["keep"], shadow["model_ids"]
-    variant = headline_variant(s.n_models // 2 - 1)
+    variant = headline_variant(s.n_models)
     scores = loo_lira(phi, keep, ids, cfg.attack.offline_one_sided, (variant,))
     lira, _, _ = evaluate(scores[variant], keep, kind)
     if "epoch_phi" not in shadow:

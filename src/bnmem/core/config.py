@@ -426,3 +426,10 @@ def _plain(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _plain(i) for k, i in v.items()}
     return v
+
+
+def identity_index(queries: tuple[str, ...] | list[str]) -> int:
+    """Which query view is the unaugmented image: `identity`'s position in shadow.queries
+    (the first view when the list has none). Per-epoch tracking, memorization and the
+    exposure null read this view only."""
+    return list(queries).index("identity") if "identity" in queries else 0

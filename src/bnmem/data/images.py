@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bnmem.core.io import DataError  # noqa: F401 (re-exported; lives in io so cli needs no torch)
+from bnmem.core.io import DataError
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}

@@ -21,7 +21,7 @@ from bnmem.attack.lira import (
     LIRA_VARIANTS, Signals, complement_partner, fit_gaussians, load_shadow, loo_lira,
     memorization, score_lira, signals,
 )
-from bnmem.core.config import Config
+from bnmem.core.config import Config, identity_index
 from bnmem.core.records import ModelSpec
 from bnmem.core.kinds import KINDS, YOURS
 from bnmem.core.io import InputError
@@ -51,7 +51,7 @@ def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
     With the model's `spec` a LeNet is queried as the shadows are, through the C
     eval forward (bnmem.train.stacked.eval_logits: the same logits on every CPU vendor); other
     models through PyTorch's forward."""
-    identity = queries.index("identity") if "identity" in queries else 0
+    identity = identity_index(queries)
     logits = torch.stack([eval_logits(model, spec, augment(x, q)) for q in queries], dim=1)
     phi, logp, correct = signals(logits.numpy()[None], labels, identity)
     return TargetSignals(phi[0], logp[0], correct[0])
@@ -59,7 +59,7 @@ def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
 
 def headline_variance(cfg: Config) -> str:
     """The headline rule: one global variance below 64 shadows per side."""
-    return LIRA_VARIANTS[headline_variant(cfg.shadow.n_models // 2 - 1)][1]
+    return LIRA_VARIANTS[headline_variant(cfg.shadow.n_models)][1]
 
 
 def exposure(target: TargetSignals, shadows: Signals, cfg: Config) -> np.ndarray:
@@ -250,7 +250,7 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
     labels, kind = pool["y_train"], pool["kind"]
     index = pool.get("index", np.arange(labels.size))
     queries, k = cfg.shadow.queries, cfg.audit.top_k
-    identity = queries.index("identity") if "identity" in queries else 0
+    identity = identity_index(queries)
     scores, raws, mem, arrays, sigs, nulls = {}, {}, {}, {}, {}, {}
     for arm, net in nets.items():
         sigs[arm] = load_shadow(shards[arm], labels, identity)

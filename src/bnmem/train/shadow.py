@@ -25,8 +25,8 @@ from bnmem.models.spec import model_spec
 from bnmem.data.pool import tensors
 from bnmem.core.rng import SALT
 from bnmem.train.stacked import predict_states, train_stack
+from bnmem.train.views import augment
 from bnmem.models.runtime import resolve_device
-from bnmem.train.views import augment, query  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
