@@ -1,5 +1,6 @@
 import bnmem  # noqa: F401, I001  (first: pins the CPU kernels as the stages do)
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +14,24 @@ os.chdir(ROOT)  # tests read the repo's params.yaml and call stages/ by relative
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+# a temporary git + DVC repository's commands: the venv's dvc first, a fixed git identity
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(base[k], v) if isinstance(v, dict) else v
+    return out
+
+
+def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res
 
 
 def run_stage(script: str, *args: str, cwd: Path = ROOT):

@@ -15,8 +15,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import ROOT, run_main, run_stage
-from test_pipeline import ENV, merge, sh
+from conftest import ENV, ROOT, merge, run_main, run_stage, sh
 
 SMALL = {
     "arms": ["none", "batchnorm"],

@@ -3,14 +3,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ENV, ROOT, merge, sh
 
 TINY = {
     "pool_size": 200,
@@ -20,23 +19,6 @@ TINY = {
     "attack": {"bootstrap": 20, "model_bootstrap": 20, "rmia_population": 40},
     "grads": {"chunk_size": 64},
 }
-ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-       "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-
-
-def merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = merge(base[k], v) if isinstance(v, dict) else v
-    return out
-
-
-def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess:
-    res = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
-    assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-    return res
-
-
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     """A tiny copy of the project with `dvc repro` already run and committed."""
