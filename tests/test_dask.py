@@ -32,6 +32,9 @@ def work(tmp_path_factory):
     assert run_stage("configure.py", "--params", "params.yaml", "--out",
                      str(d / "recipes")).returncode == 0
     recipe = yaml.safe_load((d / "recipes" / f"{ARM}.yaml").read_text())
+    recipe["shadow"]["chunk"] = 4  # the default recipe in 4 tasks: the lost-worker test needs
+    (d / "default_chunk4.yaml").write_text(yaml.safe_dump(recipe))  # its chunks to run long
+    recipe = yaml.safe_load((d / "recipes" / f"{ARM}.yaml").read_text())
     # the failure tests: the same stage on a shorter recipe (5 epochs a model, not 19)
     recipe["train"].update(epochs=4, checkpoints=[1])
     recipe["shadow"]["budgets"] = [1]
@@ -307,7 +310,7 @@ def test_last_eligible_worker_lost_mid_run_is_one_line_not_a_hang(work):
     out, log = work / "orphan.npz", work / "orphan.log"
     _, victim = cluster.addresses()
     with open(log, "w") as err:
-        proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask",
+        proc = subprocess.Popen(shadow_cmd(work, work / "default_chunk4.yaml", out, "dask",
                                            resources={"GPU": 1}),
                                 env=env_for(cluster.address), stderr=err)
         try:
