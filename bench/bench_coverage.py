@@ -23,13 +23,18 @@ def _cpu() -> str:
         return platform.processor() or "unknown"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
+def study_args(p: argparse.ArgumentParser) -> None:
+    """The simulation-study options both coverage benchmarks take."""
     p.add_argument("--runs", type=int, default=500)
     p.add_argument("--n", type=int, default=1250)
     p.add_argument("--draws", type=int, default=100)
     p.add_argument("--truth-runs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=2)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    study_args(p)
     p.add_argument("--procedures", default=",".join(PROCEDURES))
     p.add_argument("--out", default="results/coverage.json")
     p.add_argument("--md", default="bench/results/coverage.md")

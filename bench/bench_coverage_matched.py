@@ -12,16 +12,12 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 from bnmem.attack.coverage_matched import matched_coverage
 
-from bench_coverage import _cpu
+from bench_coverage import _cpu, study_args
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--runs", type=int, default=500)
-    p.add_argument("--n", type=int, default=1250)
-    p.add_argument("--draws", type=int, default=100)
-    p.add_argument("--truth-runs", type=int, default=1000)
-    p.add_argument("--workers", type=int, default=2)
+    study_args(p)
     p.add_argument("--procedures", default="mixed,both,jackknife,jacksum")
     p.add_argument("--seed", type=int, default=0, help="fresh runs for a confirmation study")
     p.add_argument("--out", default="results/coverage_matched.json")

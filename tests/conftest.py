@@ -34,9 +34,29 @@ def sh(cwd: Path, *cmd: str) -> subprocess.CompletedProcess:
     return res
 
 
+def tiny_target(directory: Path, n: int, n_test: int, flipped: int = 0):
+    """A random-image pool of `n` (the first `flipped` of kind flipped) and test set of
+    `n_test`, and a 2-epoch batchnorm recipe (seed 3, batches of 32, checkpoint 1) written to
+    `directory`/p.yaml: (cfg, pool, test) for the target-model tests."""
+    import yaml
+
+    from bnmem.core.config import load_config
+    rng = np.random.default_rng(0)
+    pool = {"x": rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
+            "y_train": rng.integers(0, 10, n).astype(np.int64), "kind": np.zeros(n, np.int8)}
+    pool["kind"][:flipped] = 1
+    pool["y_clean"] = pool["y_train"].copy()
+    test = {"x": rng.integers(0, 256, (n_test, 1, 28, 28), dtype=np.uint8),
+            "y": rng.integers(0, 10, n_test).astype(np.int64)}
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params.update(arms=["batchnorm"], seed=3)
+    params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
+    (directory / "p.yaml").write_text(yaml.safe_dump(params))
+    return load_config(directory / "p.yaml"), pool, test
+
+
 def run_stage(script: str, *args: str, cwd: Path = ROOT):
     """Run a stage CLI as DVC would; returns the CompletedProcess."""
-    import subprocess
     return subprocess.run([sys.executable, str(ROOT / "stages" / script), *args], cwd=cwd,
                           capture_output=True, text=True)
 
@@ -51,7 +71,6 @@ def run_main(stage: str, *args: str, cwd: Path = ROOT):
     import importlib
     import io
     import logging
-    import subprocess
 
     import torch
 

@@ -104,7 +104,7 @@ def test_default_shard_on_two_workers_is_bit_identical_to_local(work):
 @pytest.mark.slow
 def test_worker_sigkilled_mid_run_still_gives_the_identical_shard(work):
     cluster = Cluster(work)
-    out, parts, log = work / "killed.npz", work / "killed.partial", work / "killed.log"
+    out, log = work / "killed.npz", work / "killed.log"
     survivor, victim = cluster.addresses()
     with open(log, "w") as err:
         proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),

@@ -39,9 +39,8 @@ def probe(out: Path) -> None:
     import bnmem  # noqa: F401  (pins numpy / OpenBLAS; a variable set in the env wins)
     import numpy as np
     import torch
-    import yaml
 
-    from bnmem.core.config import load_config
+    from conftest import tiny_target
     from bnmem.exposure.scores import target_signals
     from bnmem.grads.per_sample import grad_norms
     from bnmem.core.io import significant
@@ -54,20 +53,8 @@ def probe(out: Path) -> None:
     from bnmem.models.runtime import predict
 
     torch.set_num_threads(1)
-    root = Path(__file__).resolve().parents[1]
-    rng = np.random.default_rng(0)
     n = 192
-    pool = {"x": rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
-            "y_train": rng.integers(0, 10, n).astype(np.int64), "kind": np.zeros(n, np.int8)}
-    pool["kind"][:16] = 1  # a few "flipped" samples for gamma push
-    pool["y_clean"] = pool["y_train"].copy()
-    test = {"x": rng.integers(0, 256, (48, 1, 28, 28), dtype=np.uint8),
-            "y": rng.integers(0, 10, 48).astype(np.int64)}
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params.update(arms=["batchnorm"], seed=3)
-    params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
-    (out.parent / "p.yaml").write_text(yaml.safe_dump(params))
-    cfg = load_config(out.parent / "p.yaml")
+    cfg, pool, test = tiny_target(out.parent, n, 48, flipped=16)  # a few flipped: gamma push
     model, history, target = train_target(cfg, "batchnorm", pool, test)
     meta = target.spec
     x, y = tensors(pool, cfg.dataset)

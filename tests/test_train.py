@@ -114,27 +114,14 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     """A LeNet target model is the stacked trainer's model with keep all True and seeds
     (seed, seed), bit for bit, its per-epoch records measured with the C eval forward; a
     non-LeNet arch keeps the plain loop."""
-    import yaml
 
-    from bnmem.core.config import load_config
     from bnmem.models.spec import model_spec
     from bnmem.data.pool import tensors
     from bnmem.train.stacked import predict_states, train_stack
     from bnmem.train.target import train_target
-    from conftest import ROOT
-    rng = np.random.default_rng(0)
+    from conftest import tiny_target
     n = 160
-    pool = {"x": rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
-            "y_train": rng.integers(0, 10, n).astype(np.int64),
-            "kind": np.zeros(n, np.int8)}
-    pool["y_clean"] = pool["y_train"].copy()
-    test = {"x": rng.integers(0, 256, (40, 1, 28, 28), dtype=np.uint8),
-            "y": rng.integers(0, 10, 40).astype(np.int64)}
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params.update(arms=["batchnorm"], seed=3)
-    params["train"].update(epochs=2, batch_size=32, checkpoints=[1])
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
-    cfg = load_config(tmp_path / "p.yaml")
+    cfg, pool, test = tiny_target(tmp_path, n, 40)
     model, history, target = train_target(cfg, "batchnorm", pool, test)
     meta = target.spec
     x, y = tensors(pool, cfg.dataset)

@@ -61,7 +61,7 @@ def main() -> None:
     model, history, record = train_arm(cfg, pool, test, Path(args.checkpoints), on_record=on_record)
     if live is not None:
         live.end()
-    evals, record.gamma_push = final_evals(cfg, model, record.spec, pool, test)
+    evals, record.gamma_push = final_evals(cfg, model, record, pool, test)
     record.cpu_kernels = kernels
     out = Path(args.model)
     save_state(out, model.state_dict())

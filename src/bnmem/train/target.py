@@ -16,7 +16,7 @@ from torch import nn
 from bnmem.core.config import Config
 from bnmem.data.images import preprocess
 from bnmem.core.io import save_state
-from bnmem.core.records import ModelSpec, TargetRecord
+from bnmem.core.records import TargetRecord
 from bnmem.models.spec import build, model_spec
 from bnmem.train.recipe import fit
 from bnmem.data.pool import tensors
@@ -110,18 +110,18 @@ def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None =
     return model, history, record
 
 
-def final_evals(cfg: Config, model: nn.Module, spec: ModelSpec, pool: dict[str, np.ndarray],
+def final_evals(cfg: Config, model: nn.Module, record: TargetRecord, pool: dict[str, np.ndarray],
                 test: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict | None]:
     """What the report reads of the final target, so that the report runs no model:
     per-sample correctness (eval mode, bool) on the pool (`correct` [N]) and the test set
     (`test_correct` [T]), and for a model with BN layers the gamma push per layer and
     sample kind (bnmem.train.target_metrics.gamma_push; None without BN layers)."""
-    model = model.cpu()
+    model, spec = model.cpu(), record.spec
     x, _ = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
     evals = {"correct": eval_logits(model, spec, x).argmax(1).numpy() == pool["y_train"],
              "test_correct": eval_logits(model, spec, x_test).argmax(1).numpy() == test["y"]}
     kind = pool["kind"]
     push = gamma_push(model, x, pool["y_train"], {
-        "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD}) if gamma_sigma(model) else None
+        "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD}) if record.gamma_sigma else None
     return evals, push
