@@ -214,16 +214,14 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
             except (TimeoutError, distributed.TimeoutError):
                 done = set()
             except (OSError, CancelledError) as exc:
-                raise ClusterError(f"{_what_went(client, address)} ({_reason(exc)}); {saved} "
-                                   f"of {len(chunks)} chunks finished and saved in {parts}; "
-                                   "rerun to resume") from None
+                raise ClusterError(_lost(_what_went(client, address), exc, saved,
+                                         len(chunks), parts)) from None
             if not done:
                 try:
                     workers = client.scheduler_info()["workers"]
                 except (OSError, TimeoutError, CancelledError) as exc:
-                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
-                                       f"{len(chunks)} chunks finished and saved in {parts}; "
-                                       "rerun to resume") from None
+                    raise ClusterError(_lost(f"dask scheduler {address} went away", exc,
+                                             saved, len(chunks), parts)) from None
                 if not eligible(workers, want):  # nothing could ever run the rest: no hang
                     raise ClusterError(no_worker_line(want, workers) + f" ({saved} of "
                                        f"{len(chunks)} chunks saved in {parts}; rerun to "
@@ -244,9 +242,8 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                 try:
                     result = future.result()
                 except (OSError, TimeoutError, CancelledError) as exc:
-                    raise ClusterError(f"dask scheduler {address}: {_reason(exc)}; {saved} of "
-                                       f"{len(chunks)} chunks finished and saved in {parts}; "
-                                       "rerun to resume") from None
+                    raise ClusterError(_lost(f"dask scheduler {address} went away", exc,
+                                             saved, len(chunks), parts)) from None
                 check_signature(mine, result["signature"], result["worker"])
                 devices.add(result["device"])
                 if len(devices) > 1:  # train.device auto on workers with and without a GPU
@@ -293,6 +290,14 @@ def _what_went(client, address: str) -> str:
         return f"dask scheduler {address} went away (chunks cancelled)"
     return (f"dask cluster {address} cancelled the chunks (the scheduler went away, or lost "
             "the pool with its workers)")
+
+
+def _lost(what: str, exc: BaseException, saved: int, n: int, parts: Path) -> str:
+    """The one line for a cluster lost after the chunks went out: the connection closed
+    (CommClosedError is an OSError), timed out or the futures were cancelled. From the
+    client's side these are one event, the scheduler went away; what was saved stays."""
+    return (f"{what} ({_reason(exc)}); {saved} of {n} chunks finished and saved in "
+            f"{parts}; rerun to resume")
 
 
 def _reason(exc: BaseException) -> str:
