@@ -7,14 +7,14 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale frontier
+.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale frontier dp
 
 setup: $(STAMP) data
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -e '.[test,dask]'
+	$(VENV)/bin/pip install -q -e '.[test,dask,dp]'
 	@touch $(STAMP)
 
 data:
@@ -85,3 +85,9 @@ fullscale: setup
 # frontier.yaml over params.yaml, run in a worktree of HEAD, outputs to results/frontier_dense/
 frontier: setup
 	python tools/fullscale.py --config frontier.yaml --out results/frontier_dense --workdir /tmp/bnmem-frontier
+
+# what to use instead of BN (README "What to use instead of BN"): dp.yaml's arms (GroupNorm
+# and DP-SGD at two epsilons beside the default three) over params.yaml, run in a worktree
+# of HEAD, outputs to results/dp/
+dp: setup
+	python tools/fullscale.py --config dp.yaml --out results/dp --workdir /tmp/bnmem-dp

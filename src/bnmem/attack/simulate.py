@@ -50,3 +50,30 @@ def synthetic_logits(n_models: int, n: int, queries: int, classes: int, seed: in
     logits = center[None, :, None, :] + scale[None, :, None, :] * rng.normal(
         size=(n_models, n, queries, classes))
     return logits.astype(np.float32), labels, keep
+
+
+def dp_mechanism(kind: str, epsilon: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores [n] float64, members [n] bool) of a mechanism whose ε is known exactly, one
+    trial per entry, half of them members, for testing empirical-ε bounds:
+
+    - `rr`: randomized response: the output is the membership bit with probability
+      e^ε / (1 + e^ε), else its flip; ε-DP, and the test "output = 1" attains ε exactly.
+    - `laplace`: the bit plus Laplace noise of scale 1 / ε (sensitivity 1): ε-DP, and
+      every threshold t >= 1 attains TPR / FPR = e^ε, so many thresholds are near-optimal
+      (a bound that picks the best of many without correcting for it overshoots here).
+    - `laplace_low`: as laplace with members scored *low*: only the TNR / FNR direction
+      sees it.
+    ε = 0 is a null: the output does not depend on membership.
+    """
+    rng = np.random.default_rng([seed, 0xE95])
+    members = rng.permutation(np.arange(n) < n // 2)
+    bit = members.astype(np.float64)
+    if kind == "rr":
+        keep_bit = rng.random(n) < np.exp(epsilon) / (1 + np.exp(epsilon))
+        return np.where(keep_bit, bit, 1 - bit), members
+    if kind in ("laplace", "laplace_low"):
+        noise = rng.laplace(0.0, 1.0 / epsilon, n) if epsilon > 0 else rng.laplace(0, 1, n)
+        signal = bit if epsilon > 0 else np.zeros(n)
+        scores = signal + noise
+        return (scores if kind == "laplace" else -scores), members
+    raise ValueError(f"kind: {kind!r}; valid: rr | laplace | laplace_low")

@@ -21,7 +21,7 @@ import pandas as pd
 from bnmem.attack.lira import (
     PairSignals, Signals, load_shadow, loo_lira, memorization, run_attacks, signals,
 )
-from bnmem.attack import frontier
+from bnmem.attack import frontier, mitigation
 from bnmem.attack import grad_claims
 from bnmem.core.config import Config, budget_epochs, identity_index
 from bnmem.core.io import InputError
@@ -129,6 +129,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
     variant = headline_variant(cfg.shadow.n_models)
     scores, attack, resamples, rows, data, nulls = {}, {}, {}, [], {}, {}
+    epsilons, accountants = {}, {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
         if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
@@ -150,12 +151,24 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
         data[arm]["budgets"] = frontier.budget_data(paths, labels, identity,
                                                     budget_epochs(cfg), sig.keep, sig.model_ids)
         nulls[arm] = real_null(sig, cfg, a.null_masks)
+        epsilons[arm] = mitigation.endpoint_epsilons(data[arm], s[variant], kind, variant,
+                                                     a.offline_one_sided, cfg.dp.delta)
+        accountants[arm] = mitigation.accountant_summary(paths)
     deltas = paired_deltas(attack, resamples, base="none")
     for arm, null in nulls.items():
         for name, row in null.items():
             attack[arm][name]["null"] = row
     membership = _resampled(cfg, data, kind, variant)
     membership["grads"] = _shadow_grads(data, shards, kind)
+    fr = membership["frontier"]
+    for arm in shards:
+        membership["arms"][arm]["empirical_epsilon"] = epsilons[arm][-1]
+        fr["arms"][arm]["empirical_epsilon"] = epsilons[arm]
+        if accountants[arm] is not None:
+            membership["arms"][arm]["dp_accountant"] = accountants[arm]
+    membership["mitigations"] = mitigation.table(
+        fr.get("mitigations", {}), {arm: fr["arms"][arm]["endpoints"] for arm in shards},
+        epsilons, accountants)
     for arm in shards:
         membership["arms"][arm]["null"] = nulls[arm][variant]
         # the headline TPR only where its false positives come from >= 10 distinct samples
@@ -169,7 +182,10 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
                       # only where supported (>= 10 false positives: the full-scale protocol)
                       **({"tpr_at_fpr_1e-4_all": t} if (t := attack[arm][variant]["all"]
                                                         ["tpr_at_fpr_1e-4"]) is not None else {}),
-                      "null_auc": nulls[arm][variant]["auc"]["mean"]} for arm in shards}
+                      "null_auc": nulls[arm][variant]["auc"]["mean"],
+                      # the 95 % lower bound on ε that the attack proves (bnmem.attack.epsilon)
+                      **{f"epsilon_lo_{sub}": epsilons[arm][-1][sub]["epsilon_lo"]
+                         for sub in ("all", "flipped")}} for arm in shards}
     return {"scores": scores, "attack": attack, "membership": membership,
             "roc": pd.concat(rows), "headline": headline, "attack_deltas": deltas}
 
@@ -307,4 +323,7 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                  for arm in arms},
         "compare": ({f"{a}_minus_{b}": frontier.compare(ends[a], ends[b], plan)
                      for a, b in comparison_pairs(arms)} if len(budgets) > 1 else {})}
+    if len(budgets) > 1:  # every arm against BN (the mitigations table)
+        out["frontier"]["mitigations"] = mitigation.compare_pairs(
+            ends, plan, arms, out["frontier"]["compare"])
     return out

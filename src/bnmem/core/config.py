@@ -20,7 +20,10 @@ import yaml
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "cifar100")
 ARCHS = ("lenet", "resnet", "densenet")
 NORMS = ("none", "batchnorm", "groupnorm", "layernorm")
-ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm")
+ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm", "groupnorm_dp")
+# DP-SGD arms (bnmem.train.dp): groupnorm_dp at dp.epsilon, groupnorm_dp_eps<E> at ε = E
+DP_ARM_RE = re.compile(r"^groupnorm_dp(?:_eps([1-9]\d*))?$")
+ACCOUNTANTS = ("prv", "rdp")  # Opacus' accountants (dp.accountant)
 SCHEDULES = ("cosine", "constant", "step")
 DEVICES = ("auto", "cpu", "cuda")
 GRAD_DEFINITIONS = ("eval", "batch")
@@ -44,8 +47,29 @@ class ConfigError(ValueError):
 
 
 def arm_norm(arm: str) -> str:
-    """The normalization layer an arm uses (`batchnorm_reg` is BN plus a penalty)."""
+    """The normalization layer an arm uses (`batchnorm_reg` is BN plus a penalty, the DP
+    arms GroupNorm trained with DP-SGD)."""
+    if dp_arm(arm):
+        return "groupnorm"
     return "batchnorm" if arm == "batchnorm_reg" else arm
+
+
+def dp_arm(arm: str) -> bool:
+    """Whether an arm trains with DP-SGD (groupnorm_dp, groupnorm_dp_eps<E>)."""
+    return bool(DP_ARM_RE.match(arm))
+
+
+def valid_arm(arm: str) -> bool:
+    return arm in ARMS or dp_arm(arm)
+
+
+def arm_epsilon(cfg: "Config", arm: str) -> float | None:
+    """The target ε of a DP arm's accountant (groupnorm_dp_eps<E>: E; groupnorm_dp:
+    dp.epsilon); None for an arm without DP."""
+    m = DP_ARM_RE.match(arm)
+    if not m:
+        return None
+    return float(m.group(1)) if m.group(1) else cfg.dp.epsilon
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,14 @@ class AuditConfig:
 
 
 @dataclass(frozen=True)
+class DPConfig:
+    epsilon: float = 8.0        # arm groupnorm_dp: the accountant's target ε (groupnorm_dp_eps<E>: E)
+    delta: float = 1e-5         # δ of the DP arms' accountant and of every arm's empirical ε
+    max_grad_norm: float = 1.0  # per-sample gradient clipping norm C
+    accountant: str = "prv"     # prv | rdp (Opacus): finds the noise multiplier for ε over the run's steps
+
+
+@dataclass(frozen=True)
 class ReportConfig:
     fit_rule: float = 0.80  # target clean-train accuracy an arm needs for its comparisons to count
 
@@ -172,6 +204,7 @@ class Config:
     shadow: ShadowConfig = field(default_factory=ShadowConfig)
     attack: AttackConfig = field(default_factory=AttackConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    dp: DPConfig = field(default_factory=DPConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
 
 
@@ -258,7 +291,8 @@ def validate(cfg: Config) -> Config:
     _check((cfg.audit.model_file is not None) == (":" in cfg.arch), "audit.model_file",
            "the path of the file defining arch's factory (only with a factory arch)",
            cfg.audit.model_file)
-    _check(cfg.audit.target_arm in ARMS, "audit.target_arm", " | ".join(ARMS), cfg.audit.target_arm)
+    _check(valid_arm(cfg.audit.target_arm), "audit.target_arm",
+           " | ".join(ARMS) + " | groupnorm_dp_eps<E>", cfg.audit.target_arm)
     _check(cfg.audit.target_weights is None or cfg.noise_rate == cfg.ood_rate == 0,
            "noise_rate / ood_rate", "0 and 0 when audit.target_weights is set (your model "
            "trained on your labels and images, not on bnmem's corrupted copies)",
@@ -266,9 +300,10 @@ def validate(cfg: Config) -> Config:
     _check(cfg.audit.members is None or cfg.audit.target_weights is not None, "audit.members",
            "null unless audit.target_weights is set (members of your trained model)",
            cfg.audit.members)
-    _check(len(cfg.arms) > 0, "arms", f"a non-empty list of {', '.join(ARMS)}", list(cfg.arms))
+    arm_names = f"{', '.join(ARMS)}, groupnorm_dp_eps<E> (E an integer >= 1)"
+    _check(len(cfg.arms) > 0, "arms", f"a non-empty list of {arm_names}", list(cfg.arms))
     for arm in cfg.arms:
-        _check(arm in ARMS, "arms", f"a list of {', '.join(ARMS)}", arm)
+        _check(valid_arm(arm), "arms", f"a list of {arm_names}", arm)
     _check(len(set(cfg.arms)) == len(cfg.arms), "arms", "a list without repeats", list(cfg.arms))
     _check(0 <= cfg.noise_rate < 1, "noise_rate", "a number in [0, 1)", cfg.noise_rate)
     _check(0 <= cfg.ood_rate < 1, "ood_rate", "a number in [0, 1)", cfg.ood_rate)
@@ -347,6 +382,12 @@ def validate(cfg: Config) -> Config:
     _check(a.null_masks >= 1, "attack.null_masks", "an integer >= 1", a.null_masks)
     _check(a.interval in INTERVAL_PROCEDURES, "attack.interval",
            " | ".join(INTERVAL_PROCEDURES), a.interval)
+    dp = cfg.dp
+    _check(dp.epsilon > 0, "dp.epsilon", "a number > 0", dp.epsilon)
+    _check(0 < dp.delta < 1, "dp.delta", "a number in (0, 1), e.g. 1e-5 (below 1 / pool_size)",
+           dp.delta)
+    _check(dp.max_grad_norm > 0, "dp.max_grad_norm", "a number > 0", dp.max_grad_norm)
+    _check(dp.accountant in ACCOUNTANTS, "dp.accountant", " | ".join(ACCOUNTANTS), dp.accountant)
     _check(0 <= cfg.report.fit_rule <= 1, "report.fit_rule", "a number in [0, 1]",
            cfg.report.fit_rule)
     return cfg
@@ -406,6 +447,10 @@ def arm_recipe(cfg: Config, arm: str) -> dict:
     if arm != "batchnorm_reg":
         raw["reg_strength"] = default.reg_strength
         raw["reg"] = dataclasses.asdict(default.reg)
+    if dp_arm(arm):  # the recipe states the ε its accountant targets
+        raw["dp"]["epsilon"] = arm_epsilon(cfg, arm)
+    else:  # dp.* touches no other arm's models (the attack stage reads dp.delta from all.yaml)
+        raw["dp"] = dataclasses.asdict(default.dp)
     return _plain(raw)
 
 

@@ -11,4 +11,6 @@ SALT = {
     "model_bootstrap": 0xB0B5,  # draws over shadow pairs and samples (bnmem.attack.resample)
     "null": 0x0DD5,             # fake keep masks of the real null (bnmem.attack.stage.real_null)
     "audit_population": 0xA0D1,  # RMIA population of the exposure / own-model attack
+    "dp_sampling": 0xD95A,      # DP-SGD Poisson sampling (bnmem.train.dp)
+    "dp_noise": 0xD90E,         # DP-SGD Gaussian noise (bnmem.train.dp)
 }

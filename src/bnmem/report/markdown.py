@@ -9,6 +9,7 @@ import numpy as np
 from bnmem.core.config import Config, budget_epochs
 from bnmem.core.io import atomic_path
 from bnmem.report.exposure import exposure_section
+from bnmem.report.mitigation import mitigation_section
 from bnmem.report.summary import unfit_arms
 
 
@@ -26,6 +27,13 @@ def _ci(m: dict, key: str) -> str:
         return "n/a"
     lo, hi = m.get(f"{key}_lo"), m.get(f"{key}_hi")
     return f"{m[key]:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+
+
+def _eps_cell(e: dict | None) -> str:
+    if not e:
+        return "n/a"
+    return " / ".join("n/a" if e[k]["epsilon_lo"] is None else f"{e[k]['epsilon_lo']:.2f}"
+                      for k in ("all", "flipped", "ood") if k in e)
 
 
 def _est(d: dict | None, scale: float = 1.0, signed: bool = False, digits: int = 3) -> str:
@@ -144,18 +152,20 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
                      f"| {row['claim']} | {row['judged_at']} | {_claim_cell(row, 'equal_epochs')} | "
                      f"— | — | {_claim_cell(row, 'matched_fit')} | {row['verdict']} | {holm} |")
     L += _frontier_section(membership, rel)
+    L += mitigation_section(membership, cfg.dp.delta)
     L += _null_section(attack, arms, variant)
     L += ["", f"## Membership inference (`{variant}`)", "",
           "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR at FPR 1e-3, all | "
-          "TPR at FPR 1e-4, all | TPR at 0 FP, all |",
-          "|---|---|---|---|---|---|---|---|"]
+          "TPR at FPR 1e-4, all | TPR at 0 FP, all | empirical ε (all / flipped / OOD) |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for a in arms:
         m = mem_arms[a]
         L.append(f"| {a} | {_est(m['auc_all'])} | {_est(m['auc_clean'])} | "
                  f"{_est(m['auc_flipped'])} | {_est(m['auc_ood'])} | "
                  f"{_est(m['tpr_low_all'], digits=4)}{_support(m.get('tpr_low_support'))} | "
                  f"{_g(attack[a][variant]['all'].get('tpr_at_fpr_1e-4'))} | "
-                 f"{_g(attack[a][variant]['all'].get('tpr_at_zero_fp'))} |")
+                 f"{_g(attack[a][variant]['all'].get('tpr_at_zero_fp'))} | "
+                 f"{_eps_cell(m.get('empirical_epsilon'))} |")
     neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in ("all", "flipped", "ood")}
     L += ["", "Intervals: models+samples (TPR at 1e-4 and at 0 FP: point estimates). TPR at "
           "FPR f is reported only where its false positives come from ≥ 10 distinct samples "
@@ -163,7 +173,9 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "sample pairs); next to it, the distinct samples behind its true and false "
           "positives. Per subset and variant, with samples-only intervals and the support "
           "counts (`support_<f>`: pairs, samples, models), in `results/attack.json` (null "
-          "where unsupported).", "",
+          "where unsupported). Empirical ε: the 95 % lower bound on ε at δ = "
+          f"{cfg.dp.delta:g} that these scores prove (`bnmem.attack.epsilon`; see *What to "
+          "use instead of BN*).", "",
           "Every attack, AUC on all samples (samples-only intervals):", "",
           "| arm | " + " | ".join(attack[arms[0]].keys()) + " |",
           "|---|" + "---|" * len(attack[arms[0]])]

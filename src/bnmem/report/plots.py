@@ -18,7 +18,13 @@ COLOURS = {"none": "#1f77b4", "batchnorm": "#d62728", "batchnorm_reg": "#2ca02c"
 KIND_NAMES = {code: name for name, code in KINDS.items()}
 
 
+DP_COLOURS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf")  # the DP arms, by name
+
+
 def colour(arm: str) -> str:
+    if arm.startswith("groupnorm_dp"):  # eps1, eps2, eps4, eps8 (or dp.epsilon): four shades
+        e = arm.rpartition("_eps")[2] if "_eps" in arm else "0"
+        return DP_COLOURS[int(e).bit_length() % len(DP_COLOURS)]
     return COLOURS.get(arm, "#7f7f7f")
 
 

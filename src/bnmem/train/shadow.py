@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bnmem.core.config import Config, budget_epochs, budget_recipe
+from bnmem.core.config import Config, budget_epochs, budget_recipe, dp_arm
 from bnmem.core.io import save_npz
 from bnmem.core.keep import keep_matrix
 from bnmem.core.margin import logit_margin
@@ -129,16 +129,24 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     device = resolve_device(cfg.train.device)
     logits = query_states(spec, states, x, s.queries, device)
     budget_logits, endpoint_states = [], []  # annealed endpoints: same models, shorter schedules
+    endpoint_hists = []
     for b in budget_epochs(cfg):
         short = budget_recipe(cfg, b)
-        b_states, _, _ = train_stack(short, arm, x, y, keep[ids], spec, [a for a, _ in seeds],
-                                     [o for _, o in seeds], workers=workers)
+        b_states, b_hists, _ = train_stack(short, arm, x, y, keep[ids], spec,
+                                           [a for a, _ in seeds], [o for _, o in seeds],
+                                           workers=workers)
         budget_logits.append(query_states(spec, b_states, x, s.queries, device))
         endpoint_states.append(b_states)
+        endpoint_hists.append(b_hists)
     endpoint_states.append(states)
+    endpoint_hists.append(hists)
     out = []
     for k, (lg, hist, tr) in enumerate(zip(logits, hists, tracked)):
         arrays = {"logits": lg}
+        if dp_arm(arm):  # each endpoint's own DP accounting (bnmem.train.dp), budgets then final
+            arrays["dp_noise_multiplier"] = np.array([h[k][-1]["noise_multiplier"]
+                                                      for h in endpoint_hists])
+            arrays["dp_epsilon"] = np.array([h[k][-1]["epsilon"] for h in endpoint_hists])
         if track is not None:
             arrays["epoch_phi"] = np.stack([p for p, _ in tr])
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
@@ -202,6 +210,9 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     if grad_ids:
         out["grad_norms"] = np.stack([done[j]["grad_norms"] for j in grad_ids])
         out["grad_model_ids"] = np.asarray(grad_ids, dtype=np.int64)
+    if dp_arm(arm):  # [m, endpoints]: the budgets' runs, then the train.epochs run
+        for key in ("dp_noise_multiplier", "dp_epsilon"):
+            out[key] = np.stack([done[int(j)][key] for j in ids])
     if budget_epochs(cfg):
         out["budget_logits"] = np.stack([done[int(j)]["budget_logits"] for j in ids]).astype(np.float32)
         out["budgets"] = np.asarray(budget_epochs(cfg), dtype=np.int64)

@@ -32,7 +32,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from bnmem import native
-from bnmem.core.config import Config, TrainConfig
+from bnmem.core.config import Config, TrainConfig, dp_arm
 from bnmem.core.records import ModelSpec
 from bnmem.models.spec import build
 from bnmem.train.recipe import fit, regularizer
@@ -246,7 +246,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     """
     keep = np.asarray(keep, dtype=bool)
     device = resolve_device(cfg.train.device)
-    if spec.arch != "lenet":  # only LeNet has a stacked form; others run the plain loop,
+    if spec.arch != "lenet" or dp_arm(arm):  # only LeNet has a stacked form, not under
+        # DP-SGD (per-sample clipping): others run the plain loop,
         def one(j: int) -> tuple[dict, list[dict], list]:  # models side by side on the CPU
             seen: list = []
             hook = (lambda e, m, rec: seen.append(track(predict(m, x)))) if track else None

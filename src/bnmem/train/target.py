@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bnmem.core.config import Config
+from bnmem.core.config import Config, dp_arm
 from bnmem.data.images import preprocess
 from bnmem.core.io import save_state
 from bnmem.core.records import TargetRecord
@@ -44,7 +44,7 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
     x, y = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
     spec = model_spec(cfg, arm, x.shape[1], x.shape[2])
-    stacked = spec.arch == "lenet"  # the shadows' trainer: C kernels, any CPU vendor
+    stacked = spec.arch == "lenet" and not dp_arm(arm)  # the shadows' trainer: C kernels
 
     def logits(model: nn.Module, data: torch.Tensor) -> torch.Tensor:
         return eval_logits(model, spec, data, resolve_device(cfg.train.device))

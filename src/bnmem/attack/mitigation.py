@@ -1,0 +1,100 @@
+"""What to use instead of BN: every arm against plain BatchNorm at matched held-out
+accuracy, with empirical ε beside the AUC (issue: DP-SGD and empirical ε).
+
+- `endpoint_epsilons`: per arm and annealed endpoint, the empirical ε lower bound
+  (bnmem.attack.epsilon, 95 % Clopper–Pearson, simultaneous over thresholds) of the
+  headline attack's scores on all samples and on the most vulnerable subsets (flipped,
+  OOD), at dp.delta.
+- `table`: for every arm but batchnorm, arm - batchnorm of AUC and TPR at FPR 1e-3 at the
+  primary criterion (matched held-out accuracy, Pareto frontiers between annealed
+  endpoints: bnmem.attack.frontier.compare, intervals over shadow models and samples), and
+  each arm's empirical ε on its own Pareto frontier at the same held-out accuracy (each
+  endpoint's value a 95 % lower bound; interpolated between endpoints, no further
+  interval), with the DP arms' accountant ε.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnmem.attack import frontier
+from bnmem.attack.epsilon import arm_epsilon
+from bnmem.attack.lira import loo_lira
+from bnmem.core.kinds import FLIPPED, OOD
+
+EPS_SUBSETS = ("all", "flipped", "ood")
+BASE = "batchnorm"
+
+
+def subsets(kind: np.ndarray) -> dict[str, np.ndarray]:
+    return {"all": np.ones(kind.size, bool), "flipped": kind == FLIPPED, "ood": kind == OOD}
+
+
+def endpoint_epsilons(data: dict, final_scores: np.ndarray, kind: np.ndarray, variant: str,
+                      one_sided: bool, delta: float) -> list[dict[str, dict]]:
+    """Per endpoint (budgets, then the train.epochs run): {subset: epsilon_lower_bound}."""
+    rows = subsets(kind)
+    out = [arm_epsilon(loo_lira(b["phi"], b["keep"], b["model_ids"], one_sided,
+                                (variant,))[variant], b["keep"], rows, delta)
+           for b in data["budgets"]]
+    return out + [arm_epsilon(final_scores, data["keep"], rows, delta)]
+
+
+def mitigation_pairs(arms: list[str]) -> list[tuple[str, str]]:
+    """(arm, batchnorm) for every other arm, when BN and at least one other arm are run."""
+    return [(a, BASE) for a in arms if a != BASE] if BASE in arms else []
+
+
+def compare_pairs(ends: dict[str, list], plan, arms: list[str], known: dict) -> dict:
+    """frontier.compare of every mitigation pair (reusing `known` results, keyed
+    "<a>_minus_<b>"), cut to the primary criterion's AUC and TPR at FPR 1e-3."""
+    out = {}
+    for a, b in mitigation_pairs(arms):
+        key = f"{a}_minus_{b}"
+        full = known.get(key) or frontier.compare(ends[a], ends[b], plan)
+        c = full["criteria"][frontier.PRIMARY]
+        out[key] = {"level": c["level"],
+                    **{f: {**c["figures"][f]["at_common"],
+                           "arms_at_common": c["figures"][f]["arms_at_common"]}
+                       for f in ("auc_all", "tpr_low_all")}}
+    return out
+
+
+def table(mitigations: dict, endpoints: dict[str, list[dict]], epsilons: dict[str, list],
+          accountant: dict[str, dict | None]) -> list[dict]:
+    """One row per arm against BN: the compared figures, the matched held-out accuracy,
+    each side's empirical ε (all and flipped samples) at that accuracy, the DP arm's
+    accountant ε."""
+    rows = []
+    for key, m in mitigations.items():
+        arm = key[: -len(f"_minus_{BASE}")]
+        level = m["level"]
+        eps = {}
+        for side in (arm, BASE):
+            u = [e["out_acc_clean"]["value"] for e in endpoints[side]]
+            eps[side] = {sub: _at(u, [e[sub]["epsilon_lo"] for e in epsilons[side]], level)
+                         for sub in EPS_SUBSETS}
+        rows.append({"arm": arm, "heldout": level, "auc_all": m["auc_all"],
+                     "tpr_low_all": m["tpr_low_all"], "epsilon_lo": eps[arm],
+                     "epsilon_lo_base": eps[BASE], "accountant": accountant.get(arm)})
+    return rows
+
+
+def _at(u: list, y: list, level: float | None) -> float | None:
+    if level is None or any(v is None for v in u) or any(v is None for v in y):
+        return None
+    v = frontier.pareto_at(np.asarray(u, float), np.asarray(y, float), float(level))
+    return float(v) if np.isfinite(v) else None
+
+
+def accountant_summary(shards: list) -> dict | None:
+    """The DP arm's accountant, from its shards' dp_epsilon / dp_noise_multiplier [m,
+    endpoints]: per endpoint the range over its shadow models; None for a non-DP arm."""
+    from bnmem.core.io import load_npz
+    parts = [load_npz(p, ("model_ids",)) for p in shards]
+    if not all("dp_epsilon" in z for z in parts):
+        return None
+    eps = np.concatenate([z["dp_epsilon"] for z in parts])
+    sig = np.concatenate([z["dp_noise_multiplier"] for z in parts])
+    return {"epsilon_max": eps.max(0).tolist(), "epsilon_min": eps.min(0).tolist(),
+            "noise_multiplier_min": sig.min(0).tolist(),
+            "noise_multiplier_max": sig.max(0).tolist()}

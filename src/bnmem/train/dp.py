@@ -1,0 +1,164 @@
+"""DP-SGD through Opacus: the training loop of the DP arms (groupnorm_dp, groupnorm_dp_eps<E>).
+
+The recipe is the arm's train.* recipe (learning-rate schedule, momentum, weight decay,
+epochs) with the three changes DP-SGD makes (Abadi et al. 2016), each done by Opacus:
+- Poisson sampling: every step takes each training sample independently with
+  probability q = train.batch_size / n (n = the model's training-set size), over
+  ceil(n / batch_size) steps per epoch, as the non-DP recipe's steps;
+- per-sample gradients (opacus.GradSampleModule) clipped to norm dp.max_grad_norm;
+- Gaussian noise of std noise_multiplier x max_grad_norm added to their sum, divided by
+  the expected batch size (opacus.optimizers.DPOptimizer).
+The noise multiplier is what the accountant (dp.accountant) needs for the arm's ε at
+dp.delta over the run's steps at rate q; every run (target, shadow, each budget) finds its
+own for its own n and steps, by the same rule, so each is (ε, δ)-DP. Sampling and noise
+come from generators seeded by the run's batch-order seed: a run's bits depend on its
+seeds only (on one CPU kind; these are PyTorch's float32 kernels, not bnmem's C ones).
+
+Opacus is an optional dependency (`pip install 'bnmem[dp]'`); nothing imports it until a
+DP arm trains.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import time
+import warnings
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bnmem.core.config import DPConfig, TrainConfig
+from bnmem.core.io import InputError
+from bnmem.core.rng import SALT
+from bnmem.core.schedule import lr_at
+
+log = logging.getLogger(__name__)
+
+
+def opacus():
+    """The opacus package, or one line saying how to install it."""
+    try:
+        import opacus as mod
+    except ImportError:
+        raise InputError("arms: the DP arms (groupnorm_dp*) need Opacus; install it with "
+                         "pip install 'bnmem[dp]' (opacus>=1.6)") from None
+    return mod
+
+
+@functools.lru_cache(maxsize=256)
+def noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
+                     accountant: str) -> float:
+    """The accountant's noise multiplier for (epsilon, delta) over `steps` steps at
+    Poisson rate `sample_rate` (Opacus' get_noise_multiplier; cached: shadows of one size
+    share it)."""
+    from opacus.accountants.utils import get_noise_multiplier
+    with quiet():
+        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta,
+                                          sample_rate=sample_rate, steps=steps,
+                                          accountant=accountant))
+
+
+def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
+                  accountant: str) -> float:
+    """The ε the accountant gives a run of `steps` steps at rate q with noise `sigma`."""
+    from opacus.accountants import create_accountant
+    acc = create_accountant(accountant)
+    acc.history = [(sigma, sample_rate, steps)]
+    with quiet():
+        return float(acc.get_epsilon(delta))
+
+
+@contextlib.contextmanager
+def quiet():
+    """Opacus' two known, harmless warnings off: RDP's "optimal order is the largest
+    alpha" (its bound is then looser, never wrong) and the full-backward-hook note on the
+    first layer, whose input needs no gradient."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        yield
+
+
+def check_model(model: nn.Module) -> list[str]:
+    """Make a model trainable by Opacus in place: in-place activations (ReLU(inplace=True)
+    and the like) are switched off, as Opacus' hooks cannot see through them; returns the
+    switched modules' names. A module Opacus still refuses (BatchNorm, an unsupported
+    layer) stops here with one line naming it."""
+    switched = []
+    for name, module in model.named_modules():
+        if getattr(module, "inplace", False) is True:
+            module.inplace = False
+            switched.append(name)
+    from opacus.validators import ModuleValidator
+    errors = ModuleValidator.validate(model, strict=False)
+    if errors:
+        raise InputError(f"arms: DP-SGD (Opacus) cannot train this model: {errors[0]}"
+                         f"{f' (and {len(errors) - 1} more)' if len(errors) > 1 else ''}")
+    return switched
+
+
+def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, dp: DPConfig,
+             epsilon: float, seed: int,
+             on_epoch: Callable[[int, nn.Module, dict], None] | None = None) -> list[dict]:
+    """Train `model` in place with DP-SGD on (x, y) (bnmem.train.loop.train_model's contract:
+    one record per epoch, `on_epoch(epoch, model, record)` after each). Every record
+    carries the run's DP accounting: noise_multiplier, sample_rate, steps, epsilon (the
+    accountant's, at dp.delta)."""
+    opacus()
+    from opacus import GradSampleModule
+    from opacus.optimizers import DPOptimizer
+    n, device = len(y), next(model.parameters()).device
+    q = min(1.0, cfg.batch_size / n)
+    per_epoch = math.ceil(n / cfg.batch_size)
+    total = per_epoch * cfg.epochs
+    sigma = noise_multiplier(epsilon, dp.delta, q, total, dp.accountant)
+    spent = spent_epsilon(sigma, q, total, dp.delta, dp.accountant)
+    accounting = {"noise_multiplier": sigma, "sample_rate": q, "steps": total,
+                  "epsilon": spent, "delta": dp.delta, "max_grad_norm": dp.max_grad_norm}
+    switched = check_model(model)
+    gsm = GradSampleModule(model, loss_reduction="mean")
+    noise = torch.Generator(device=device).manual_seed(int(np.random.SeedSequence(
+        [seed, SALT["dp_noise"]]).generate_state(1)[0]))
+    sampling = np.random.default_rng([seed, SALT["dp_sampling"]])
+    opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
+                                      weight_decay=cfg.weight_decay),
+                      noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
+                      expected_batch_size=cfg.batch_size, loss_reduction="mean",
+                      generator=noise)
+    history, step = [], 0
+    try:
+        for epoch in range(1, cfg.epochs + 1):
+            t0, loss_sum, seen = time.perf_counter(), 0.0, 0
+            model.train()
+            for _ in range(per_epoch):
+                lr = lr_at(cfg, step, total)
+                for group in opt.param_groups:
+                    group["lr"] = lr
+                idx = torch.as_tensor(np.flatnonzero(sampling.random(n) < q))
+                opt.zero_grad(set_to_none=True)
+                if idx.numel():
+                    xb, yb = x[idx].to(device), y[idx].to(device)
+                    loss = F.cross_entropy(gsm(xb), yb)
+                    with quiet():
+                        loss.backward()
+                    loss_sum, seen = loss_sum + loss.item() * idx.numel(), seen + idx.numel()
+                else:  # an empty Poisson batch is still a step: noise only
+                    for p in model.parameters():
+                        p.grad_sample = torch.zeros((0, *p.shape), device=device)
+                opt.step()
+                step += 1
+            record = {"epoch": epoch, "loss": loss_sum / max(seen, 1), "penalty": 0.0,
+                      "lr": lr, "seconds": time.perf_counter() - t0, **accounting}
+            if on_epoch is not None:
+                on_epoch(epoch, model, record)
+            history.append(record)
+    finally:
+        gsm.to_standard_module()  # hooks and grad samples off: a plain module again
+    if switched:
+        log.info("DP-SGD: in-place activations switched off: %s", ", ".join(switched))
+    return history

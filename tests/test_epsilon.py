@@ -1,0 +1,67 @@
+"""Empirical ε (bnmem.attack.epsilon) where the truth is known: mechanisms with an exact ε
+(randomized response, Laplace), a null (ε = 0), members scored low, and Clopper–Pearson
+against scipy's exact binomial interval."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from bnmem.attack.epsilon import clopper_pearson, epsilon_lower_bound
+from bnmem.attack.simulate import dp_mechanism
+
+DELTA = 1e-5
+
+
+def test_clopper_pearson_is_scipys_exact_interval():
+    for k, n in [(0, 20), (3, 20), (20, 20), (117, 1000), (1, 5000)]:
+        lo, hi = clopper_pearson(k, n, 0.025)  # one-sided 2.5 % each = two-sided 95 %
+        ref = binomtest(k, n).proportion_ci(0.95, method="exact")
+        assert lo == pytest.approx(ref.low, abs=1e-12) and hi == pytest.approx(ref.high, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["rr", "laplace", "laplace_low"])
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_bound_stays_below_the_true_epsilon(kind, epsilon):
+    """Over 200 repetitions the 95 % bound exceeds the mechanism's ε at most 5 % of the
+    time (it is simultaneous over thresholds: the Laplace case has many thresholds that
+    each attain ε, and an uncorrected maximum overshoots there)."""
+    over = [epsilon_lower_bound(*dp_mechanism(kind, epsilon, 4000, r), DELTA)["epsilon_lo"] > epsilon
+            for r in range(200)]
+    assert np.mean(over) <= 0.05
+
+
+def test_uncorrected_maximum_would_overshoot():
+    """The check above can fail: the maximum over thresholds of plain 95 % bounds
+    (no Bonferroni) exceeds the Laplace mechanism's ε far more often than 5 %."""
+    over = [epsilon_lower_bound(*dp_mechanism("laplace", 1.0, 4000, r), DELTA,
+                                simultaneous=False)["epsilon_lo"] > 1.0 for r in range(200)]
+    assert np.mean(over) > 0.10
+
+
+@pytest.mark.parametrize("kind", ["rr", "laplace", "laplace_low"])
+def test_bound_approaches_epsilon_from_below(kind):
+    eps = [epsilon_lower_bound(*dp_mechanism(kind, 1.0, n, 7), DELTA)["epsilon_lo"]
+           for n in (2_000, 20_000, 200_000)]
+    assert eps[0] < eps[2] <= 1.0
+    assert eps[2] >= (0.9 if kind == "rr" else 0.6)  # Laplace: e^ε only out in the tail
+
+
+def test_members_low_are_seen_by_the_second_direction():
+    res = epsilon_lower_bound(*dp_mechanism("laplace_low", 2.0, 20_000, 3), DELTA)
+    assert res["ratio"] in ("fnr/tnr", "fpr/tpr") and res["epsilon_lo"] > 1.0
+
+
+@pytest.mark.parametrize("kind", ["rr", "laplace"])
+def test_null_proves_nothing(kind):
+    bounds = [epsilon_lower_bound(*dp_mechanism(kind, 0.0, 4000, r), DELTA)["epsilon_lo"]
+              for r in range(100)]
+    assert np.mean(np.asarray(bounds) > 0) <= 0.05
+
+
+def test_nan_scores_are_left_out_and_one_sided_data_gives_none():
+    s, m = dp_mechanism("rr", 1.0, 2000, 1)
+    with_nan = np.concatenate([s, [np.nan] * 50])
+    lab = np.concatenate([m, [True] * 50])
+    assert epsilon_lower_bound(with_nan, lab, DELTA) == epsilon_lower_bound(s, m, DELTA)
+    assert epsilon_lower_bound(s, np.ones_like(m), DELTA)["epsilon_lo"] is None
