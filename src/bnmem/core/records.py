@@ -13,7 +13,8 @@ from bnmem.core.io import InputError, load_json, save_json
 @dataclass(frozen=True)
 class ModelSpec:
     """What make_model needs to rebuild an arm's module; for your own model factory also
-    `swapped`, the BatchNorm layers bnmem replaced by the arm's norm."""
+    `swapped`, the BatchNorm layers bnmem replaced by the arm's norm, and for a DP arm
+    `inplace_off`, the in-place activations switched off for Opacus (bnmem.train.dp)."""
     arch: str
     norm: str
     arm: str
@@ -25,26 +26,30 @@ class ModelSpec:
     zero_init_residual: bool = False
     init: str = "default"
     swapped: tuple[str, ...] | None = None
+    inplace_off: tuple[str, ...] | None = None  # DP arms: in-place activations switched off
 
     def to_json(self) -> dict:
         """The fields in `<arm>.json`'s order; the optional ones only where set (so the
         default runs' files stay byte-identical)."""
         out = {k: v for k, v in asdict(self).items()
-               if k not in ("zero_init_residual", "init", "swapped")}
+               if k not in ("zero_init_residual", "init", "swapped", "inplace_off")}
         if self.zero_init_residual:
             out["zero_init_residual"] = True
         if self.init != "default":
             out["init"] = self.init
         if self.swapped is not None:
             out["swapped"] = list(self.swapped)
+        if self.inplace_off:
+            out["inplace_off"] = list(self.inplace_off)
         return out
 
     @classmethod
     def from_json(cls, raw: dict) -> ModelSpec:
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in raw.items() if k in names}
-        if "swapped" in kw:
-            kw["swapped"] = tuple(kw["swapped"])
+        for key in ("swapped", "inplace_off"):
+            if key in kw:
+                kw[key] = tuple(kw[key])
         return cls(**kw)
 
 

@@ -1,11 +1,12 @@
 """An arm's model from its spec: `model_spec` (what `<arm>.json` records) and `build`."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from torch import nn
 
-from bnmem.core.config import Config, ConfigError, arm_norm
+from bnmem.core.config import Config, ConfigError, arm_norm, dp_arm
 from bnmem.core.io import load_state
 from bnmem.core.records import ModelSpec
 from bnmem.data.sources import class_count
@@ -24,14 +25,26 @@ def model_spec(cfg: Config, arm: str, in_channels: int, image_size: int) -> Mode
                               f"defining {cfg.arch} ({actual}) nor a folder holding it; set "
                               "it so, and editing the model reruns the stages that build it")
         swapped = tuple(swapped_layers(cfg.arch, norm, num_classes, in_channels, image_size))
-    return ModelSpec(cfg.arch, norm, arm, num_classes, in_channels, cfg.model.width, image_size,
+    spec = ModelSpec(cfg.arch, norm, arm, num_classes, in_channels, cfg.model.width, image_size,
                      cfg.dataset, cfg.model.zero_init_residual, cfg.model.init, swapped)
+    if dp_arm(arm):  # Opacus' hooks cannot see through in-place activations: switched off
+        off = inplace_modules(build(spec))
+        spec = replace(spec, inplace_off=tuple(off) if off else None)
+    return spec
+
+
+def inplace_modules(model: nn.Module) -> list[str]:
+    """Names of the modules computing in place (ReLU(inplace=True) and the like)."""
+    return [name for name, m in model.named_modules() if getattr(m, "inplace", False) is True]
 
 
 def build(spec: ModelSpec, seed: int | None = None) -> nn.Module:
-    return make_model(spec.arch, spec.norm, spec.num_classes, spec.in_channels, spec.width,
-                      spec.image_size, seed=seed, zero_init_residual=spec.zero_init_residual,
-                      init=spec.init)
+    model = make_model(spec.arch, spec.norm, spec.num_classes, spec.in_channels, spec.width,
+                       spec.image_size, seed=seed, zero_init_residual=spec.zero_init_residual,
+                       init=spec.init)
+    for name in spec.inplace_off or ():
+        model.get_submodule(name).inplace = False
+    return model
 
 
 def load_model(spec: ModelSpec, path: str | Path) -> nn.Module:

@@ -84,22 +84,40 @@ def quiet():
         yield
 
 
-def check_model(model: nn.Module) -> list[str]:
-    """Make a model trainable by Opacus in place: in-place activations (ReLU(inplace=True)
-    and the like) are switched off, as Opacus' hooks cannot see through them; returns the
-    switched modules' names. A module Opacus still refuses (BatchNorm, an unsupported
-    layer) stops here with one line naming it."""
-    switched = []
-    for name, module in model.named_modules():
-        if getattr(module, "inplace", False) is True:
-            module.inplace = False
-            switched.append(name)
+def check_model(model: nn.Module) -> None:
+    """A model Opacus cannot train (BatchNorm, an unsupported layer) stops here with one
+    line naming it; in-place activations are switched off by the spec
+    (bnmem.models.spec.model_spec: `inplace_off`)."""
     from opacus.validators import ModuleValidator
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
         raise InputError(f"arms: DP-SGD (Opacus) cannot train this model: {errors[0]}"
                          f"{f' (and {len(errors) - 1} more)' if len(errors) > 1 else ''}")
-    return switched
+
+
+class Running:
+    """The modules whose forward is running (pre- and post-forward hooks): names the one
+    where an in-place operation on a hooked tensor failed."""
+
+    def __init__(self, model: nn.Module):
+        self.stack: list[str] = []
+        self.handles = []
+        for name, m in model.named_modules():
+            self.handles.append(m.register_forward_pre_hook(
+                lambda mod, inp, name=name: self.stack.append(name or "(the model)")))
+            self.handles.append(m.register_forward_hook(
+                lambda mod, inp, out: self.stack.pop()))
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def _inplace_error(exc: RuntimeError, where: str) -> InputError:
+    return InputError(f"arms: DP-SGD (Opacus) cannot train this model: module {where!r} "
+                      "modifies a tensor in place (e.g. out += identity in a residual "
+                      "block; Opacus issue #828); make it out-of-place (out = out + "
+                      f"identity) ({str(exc).splitlines()[0][:120]})")
 
 
 def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, dp: DPConfig,
@@ -120,7 +138,7 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
     spent = spent_epsilon(sigma, q, total, dp.delta, dp.accountant)
     accounting = {"noise_multiplier": sigma, "sample_rate": q, "steps": total,
                   "epsilon": spent, "delta": dp.delta, "max_grad_norm": dp.max_grad_norm}
-    switched = check_model(model)
+    check_model(model)
     gsm = GradSampleModule(model, loss_reduction="mean")
     noise = torch.Generator(device=device).manual_seed(int(np.random.SeedSequence(
         [seed, SALT["dp_noise"]]).generate_state(1)[0]))
@@ -143,7 +161,17 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
                 opt.zero_grad(set_to_none=True)
                 if idx.numel():
                     xb, yb = x[idx].to(device), y[idx].to(device)
-                    loss = F.cross_entropy(gsm(xb), yb)
+                    running = Running(model) if step == 0 else None
+                    try:
+                        loss = F.cross_entropy(gsm(xb), yb)
+                    except RuntimeError as exc:  # an in-place op Opacus' hooks cannot take
+                        if "inplace" not in str(exc) or running is None:
+                            raise
+                        raise _inplace_error(exc, running.stack[-1] if running.stack
+                                             else "(unknown)") from None
+                    finally:
+                        if running is not None:
+                            running.remove()
                     with quiet():
                         loss.backward()
                     loss_sum, seen = loss_sum + loss.item() * idx.numel(), seen + idx.numel()
@@ -159,6 +187,4 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
             history.append(record)
     finally:
         gsm.to_standard_module()  # hooks and grad samples off: a plain module again
-    if switched:
-        log.info("DP-SGD: in-place activations switched off: %s", ", ".join(switched))
     return history
