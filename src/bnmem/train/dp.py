@@ -103,10 +103,16 @@ class Running:
         self.stack: list[str] = []
         self.handles = []
         for name, m in model.named_modules():
-            self.handles.append(m.register_forward_pre_hook(
-                lambda mod, inp, name=name: self.stack.append(name or "(the model)")))
-            self.handles.append(m.register_forward_hook(
-                lambda mod, inp, out: self.stack.pop()))
+            self.handles.append(m.register_forward_pre_hook(self._enter(name or "(the model)")))
+            self.handles.append(m.register_forward_hook(self._leave))
+
+    def _enter(self, name: str):
+        def hook(module, inputs) -> None:  # None: the inputs stay as they are
+            self.stack.append(name)
+        return hook
+
+    def _leave(self, module, inputs, output) -> None:  # None: the output stays
+        self.stack.pop()
 
     def remove(self) -> None:
         for h in self.handles:
