@@ -65,3 +65,24 @@ def test_nan_scores_are_left_out_and_one_sided_data_gives_none():
     lab = np.concatenate([m, [True] * 50])
     assert epsilon_lower_bound(with_nan, lab, DELTA) == epsilon_lower_bound(s, m, DELTA)
     assert epsilon_lower_bound(s, np.ones_like(m), DELTA)["epsilon_lo"] is None
+
+
+def _membership(bounds: list[float], accountant: list[float]) -> dict:
+    ends = [{sub: {"epsilon_lo": b} for sub in ("all", "flipped", "ood")} for b in bounds]
+    return {"arms": {"none": {"empirical_epsilon": ends[-1]},
+                     "groupnorm_dp_eps2": {"empirical_epsilon": ends[-1],
+                                           "dp_accountant": {"epsilon_max": accountant, "noise_multiplier_min": [1.0, 2.0],
+                                                            "noise_multiplier_max": [1.1, 2.1]}}},
+            "frontier": {"budgets": [1, 12], "arms": {"groupnorm_dp_eps2": {"empirical_epsilon": ends},
+                                                      "none": {"empirical_epsilon": ends}}}}
+
+
+def test_dp_audit_rule_passes_below_and_fails_above_the_accountant():
+    from bnmem.report.mitigation import dp_audit, mitigation_section
+    assert dp_audit(_membership([0.3, 1.9], [2.0, 2.0])) == []
+    broken = dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))
+    assert broken and all("12 epochs" in b and "2.40 > 2.00" in b for b in broken)
+    assert len(broken) == 3  # all, flipped, OOD; the non-DP arm `none` is never audited
+    text = "\n".join(mitigation_section(_membership([0.3, 2.4], [2.0, 2.0]), 1e-5))
+    assert "**DP audit fails**" in text
+    assert "**DP audit passes**" in "\n".join(mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5))

@@ -47,7 +47,7 @@ def repo(tmp_path_factory) -> Path:
 HEADLINE = {  # metrics/: what `dvc metrics diff` shows a reviewer (about 40 values)
     "metrics/train.json": ("test_acc", "clean_train_acc", "flipped_mem_acc", "ood_mem_acc"),
     "metrics/attack.json": ("auc_all", "auc_clean", "auc_flipped", "auc_ood",
-                            "tpr_at_fpr_1e-3_all", "null_auc"),
+                            "tpr_at_fpr_1e-3_all", "null_auc", "epsilon_lo_all"),
 }
 
 
@@ -113,6 +113,14 @@ def test_repro_writes_contract_outputs(repo):
     report = (repo / "report.md").read_text()
     assert "## Across seeds" not in report  # one seed: no across-seed section
     assert "## Privacy–utility frontier (annealed endpoints)" in report
+    # empirical epsilon per arm and endpoint, every arm against BN at matched held-out accuracy
+    eps = membership["arms"]["batchnorm"]["empirical_epsilon"]
+    assert set(eps) == {"all", "flipped", "ood"} and eps["all"]["epsilon_lo"] >= 0
+    assert eps["all"]["members"] == 6 * 100 and eps["all"]["nonmembers"] == 6 * 100
+    assert len(fr["arms"]["none"]["empirical_epsilon"]) == 2  # one per endpoint
+    assert [r["arm"] for r in membership["mitigations"]] == ["none", "batchnorm_reg"]
+    assert "## What to use instead of BN (matched held-out accuracy)" in report
+    assert "## DP-SGD arms" not in report  # no DP arm here
     assert "![frontier](plots/report/frontier.png)" in report
     frontier_csv = (repo / "plots/report/frontier.csv").read_text().splitlines()
     assert frontier_csv[0].startswith("arm,epochs,out_acc_clean") and len(frontier_csv) == 7

@@ -412,6 +412,11 @@ def _null_section(attack: dict, arms: list[str], variant: str) -> list[str]:
             cells += [f"{auc['mean']:.4f} [{auc['min']:.4f}, {auc['max']:.4f}]",
                       f"{tpr['mean']:.4f} [{tpr['min']:.4f}, {tpr['max']:.4f}]"]
         L.append(f"| {name} | " + " | ".join(cells) + " |")
+    eps = {a: ((attack[a].get(variant) or {}).get("null") or {}).get("epsilon_lo") for a in arms}
+    if all(eps.values()):
+        L += ["", f"Empirical ε of `{variant}` on the fake masks (it should prove nothing: 0): "
+              + "; ".join(f"`{a}` max {e['max']:.2f}, mean {e['mean']:.2f}" for a, e in eps.items())
+              + "."]
     return L
 
 

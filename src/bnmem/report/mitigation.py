@@ -67,4 +67,31 @@ def mitigation_section(membership: dict, delta: float) -> list[str]:
                 L.append(f"| {arm} | {epochs} | {acc['noise_multiplier_min'][i]:.3f}–"
                          f"{acc['noise_multiplier_max'][i]:.3f} | {acc['epsilon_max'][i]:.2f} | "
                          f"{_eps({k: v['epsilon_lo'] for k, v in e.items()})} |")
+        broken = dp_audit(membership)
+        L += ["", ("**DP audit passes**: at every endpoint and subset the empirical lower bound "
+                   "stays at or below the accountant's ε." if not broken else
+                   "**DP audit fails**: the empirical lower bound exceeds the accountant's ε at "
+                   + "; ".join(broken) + " (a wrong accountant or DP-SGD implementation, or "
+                   "trials too dependent for Clopper–Pearson).")]
     return L + ([""] if L else [])
+
+
+def dp_audit(membership: dict) -> list[str]:
+    """Where a DP arm's empirical ε (95 % lower bound, any subset) exceeds its
+    accountant's ε (the largest over its shadow models) at the same endpoint: each as
+    "<arm> <epochs> epochs <subset> (bound > accountant)"; [] when the audit passes."""
+    fr = membership.get("frontier") or {}
+    budgets = fr.get("budgets") or []
+    out = []
+    for arm, m in membership["arms"].items():
+        acc = m.get("dp_accountant")
+        if not acc:
+            continue
+        ends = (fr.get("arms", {}).get(arm) or {}).get("empirical_epsilon") or [m["empirical_epsilon"]]
+        for i, e in enumerate(ends):
+            for sub, b in e.items():
+                if b["epsilon_lo"] is not None and b["epsilon_lo"] > acc["epsilon_max"][i]:
+                    epochs = budgets[i] if i < len(budgets) else "final"
+                    out.append(f"`{arm}` {epochs} epochs {sub} ({b['epsilon_lo']:.2f} > "
+                               f"{acc['epsilon_max'][i]:.2f})")
+    return out

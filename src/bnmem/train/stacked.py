@@ -187,17 +187,20 @@ def _jobs(steps: list[int], size: int, workers: int) -> list[list[int]]:
 def predict_states(spec: ModelSpec, states: list[dict], x: torch.Tensor,
                    device: torch.device | str = "cpu") -> torch.Tensor:
     """Eval-mode logits [K, N, classes] of K trained models (state dicts) on x [N, C, H, W]:
-    LeNets as one stacked network (BN folded, see StackedLeNet.predict), others one by one."""
+    LeNets where the C eval forward applies as one stacked network (BN folded, see
+    StackedLeNet.predict), every other model one by one through PyTorch, so that a model's
+    logits never depend on which models share its stack (a batched float32 forward over
+    K models rounds differently for each K)."""
     models = []
     for state in states:
         model = build(spec)
         model.load_state_dict(state)
         models.append(model)
-    if spec.arch != "lenet":
+    x_pad = _pool_for_kernels(spec, x, device) if spec.arch == "lenet" else None
+    if x_pad is None:
         return torch.stack([predict(m.to(device), x) for m in models])
     net = StackedLeNet(models, spec.norm, torch.device(device))
-    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device),
-                       x_pad=_pool_for_kernels(spec, x, device)).cpu()
+    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device), x_pad=x_pad).cpu()
 
 
 def eval_logits(model: nn.Module, spec: ModelSpec | None, x: torch.Tensor,
