@@ -421,7 +421,7 @@ def test_attack_stage_end_to_end(tmp_path):
     assert set(met["none"]) >= {"lira_online", "lira_offline", "lira_online_fixed",
                                 "lira_offline_fixed", "lira_online_global", "rmia"}
     for name, res in met["none"].items():  # the real null of every variant
-        assert set(res["null"]) == {"auc", "tpr_at_fpr_1e-3", "masks"}, name
+        assert set(res["null"]) == {"auc", "tpr_at_fpr_1e-3", "epsilon_lo", "masks"}, name
     row = met["batchnorm"]["lira_online"]["ood"]
     assert {"auc", "balanced_acc", "tpr_at_fpr_1e-3", "tpr_at_fpr_1e-2", "auc_lo",
             "tpr_at_zero_fp", "n_negatives"} <= set(row)
@@ -429,7 +429,7 @@ def test_attack_stage_end_to_end(tmp_path):
     assert deltas["batchnorm"]["rmia"]["all"]["auc_lo"] is not None
     head = json.loads((tmp_path / "out/headline.json").read_text())
     assert set(head["none"]) == {"auc_all", "auc_clean", "auc_flipped", "auc_ood",
-                                 "tpr_at_fpr_1e-3_all", "null_auc"}
+                                 "tpr_at_fpr_1e-3_all", "null_auc", "epsilon_lo_all"}
     with np.load(tmp_path / "out/scores/none.npz") as z:
         assert z["lira_online"].shape == (m, n) and z["mem_score"].shape == (n,)
     (tmp_path / "shadow/none/shard_1.npz").unlink()

@@ -24,7 +24,9 @@ from bnmem.core.io import InputError  # noqa: E402
 from bnmem.core.rng import SALT  # noqa: E402
 from bnmem.core.schedule import lr_at  # noqa: E402
 from bnmem.models.spec import build, model_spec  # noqa: E402
-from bnmem.train.dp import noise_multiplier, spent_epsilon, train_dp  # noqa: E402
+from bnmem.train.dp import (  # noqa: E402
+    noise_multiplier, spent_epsilon, substitution_epsilon, train_dp,
+)
 from conftest import ROOT  # noqa: E402
 
 
@@ -52,7 +54,7 @@ def reference_dp_sgd(model: nn.Module, x, y, cfg, sigma: float, seed: int) -> No
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
     noise = torch.Generator().manual_seed(int(np.random.SeedSequence(
-        [seed, SALT["dp_noise"]]).generate_state(1)[0]))
+        [seed, SALT["dp_noise"], t.epochs]).generate_state(1)[0]))
     sampling = np.random.default_rng([seed, SALT["dp_sampling"]])
     model.train()
     for step in range(total):
@@ -67,7 +69,7 @@ def reference_dp_sgd(model: nn.Module, x, y, cfg, sigma: float, seed: int) -> No
             summed = [s + factor * g for s, g in zip(summed, grads)]
         for p, s in zip(params, summed):
             z = torch.normal(mean=0, std=sigma * C, size=p.shape, generator=noise)
-            p.grad = (s + z) / t.batch_size
+            p.grad = (s + z) / round(q * n)
         opt.step()
 
 
@@ -117,6 +119,18 @@ def test_accountant_reaches_the_target_epsilon():
                     cfg.train, cfg.dp, 4.0, 0)
     assert hist[-1]["steps"] == 2 * 3 and hist[-1]["sample_rate"] == 8 / 24
     assert 3.98 <= hist[-1]["epsilon"] <= 4.0
+    # replace-one (the attack's in/out relation) costs more than add/remove, at most about 2x
+    assert 4.0 < hist[-1]["epsilon_substitution"] <= 2 * 4.0 + 0.1
+
+
+def test_substitution_epsilon_matches_group_privacy_bounds():
+    """Replace-one ε of a Poisson-sampled Gaussian lies between the add/remove ε and twice
+    it (group privacy: a substitution is a removal plus an addition)."""
+    q, steps = 64 / 1000, 12 * 16
+    for target in (1.0, 8.0):
+        sigma = noise_multiplier(target, 1e-5, q, steps, "prv")
+        sub = substitution_epsilon(sigma, q, steps, 1e-5)
+        assert target < sub < 2 * target + 0.1, (target, sub)
 
 
 FACTORIES = '''

@@ -67,22 +67,82 @@ def test_nan_scores_are_left_out_and_one_sided_data_gives_none():
     assert epsilon_lower_bound(s, np.ones_like(m), DELTA)["epsilon_lo"] is None
 
 
-def _membership(bounds: list[float], accountant: list[float]) -> dict:
-    ends = [{sub: {"epsilon_lo": b} for sub in ("all", "flipped", "ood")} for b in bounds]
+def test_golden_value_of_the_bound():
+    """The closed form on hand-made counts: 1000 members, 1000 non-members, every member
+    at score 1 and 50 non-members too (the rest at 0): the best test is "score >= 1"
+    (TPR 1, FPR 0.05), two thresholds, so each rate bound at 0.05 / 8."""
+    from scipy.stats import beta
+    scores = np.r_[np.ones(1000), np.ones(50), np.zeros(950)]
+    members = np.r_[np.ones(1000, bool), np.zeros(1000, bool)]
+    res = epsilon_lower_bound(scores, members, 1e-5)
+    a = 0.05 / 8
+    tpr_lo, fpr_hi = beta.ppf(a, 1000, 1), beta.ppf(1 - a, 51, 950)
+    tnr_lo, fnr_hi = beta.ppf(a, 950, 51), 1 - a ** (1 / 1000)
+    want = max(np.log((tpr_lo - 1e-5) / fpr_hi), np.log((tnr_lo - 1e-5) / fnr_hi))
+    assert res["thresholds"] == 2 and res["epsilon_lo"] == pytest.approx(want, rel=1e-12)
+    assert res["ceiling"] >= res["epsilon_lo"]
+
+
+def _leaky_rr(epsilon: float, delta0: float, n: int, seed: int):
+    """Randomized response that with probability delta0 reveals the bit outright (score
+    +-10): (epsilon, delta0)-DP but not (epsilon, 0)-DP."""
+    scores, members = dp_mechanism("rr", epsilon, n, seed)
+    reveal = np.random.default_rng([seed, 7]).random(n) < delta0
+    return np.where(reveal, np.where(members, 10.0, -10.0), scores), members
+
+
+def test_delta_is_subtracted_not_added():
+    """A mechanism that is (1, 0.05)-DP: audited at its delta the bound stays below 1;
+    claimed at delta 0 it is caught (the check can fail)."""
+    fair = [epsilon_lower_bound(*_leaky_rr(1.0, 0.05, 4000, r), 0.05)["epsilon_lo"] for r in range(100)]
+    assert np.mean(np.asarray(fair) > 1.0) <= 0.05
+    wrong = [epsilon_lower_bound(*_leaky_rr(1.0, 0.05, 4000, r), 0.0)["epsilon_lo"] for r in range(20)]
+    assert np.mean(np.asarray(wrong) > 1.0) > 0.9
+
+
+def test_ceiling_is_what_a_perfect_attack_reaches():
+    from bnmem.attack.epsilon import epsilon_ceiling
+    members = np.r_[np.ones(800, bool), np.zeros(800, bool)]
+    res = epsilon_lower_bound(members.astype(float), members, 1e-5)
+    assert res["epsilon_lo"] == pytest.approx(epsilon_ceiling(800, 800, 1e-5, res["thresholds"]))
+    assert epsilon_ceiling(160, 160, 1e-5, 64) < epsilon_ceiling(16000, 16000, 1e-5, 64) < 8
+
+
+def test_samples_behind_the_bound_are_counted():
+    s, m = dp_mechanism("rr", 2.0, 4000, 0)
+    res = epsilon_lower_bound(s, m, 1e-5, groups=np.arange(4000) % 100)
+    assert res["epsilon_lo"] > 0 and 1 <= res["samples"] <= 100
+
+
+def test_least_endpoint_at_or_above_a_level_and_overlap():
+    from bnmem.attack.mitigation import least_at
+    assert least_at([0.5, 0.7, 0.8], [0.1, 2.0, 1.0], 0.65) == 1.0  # no interpolation
+    assert least_at([0.5, 0.7], [0.1, 2.0], 0.75) is None
+    assert least_at([0.5], [0.1], float("nan")) is None
+
+
+def _membership(bounds: list[float], accountant: list[float], ceiling: float = 7.5) -> dict:
+    ends = [{sub: {"epsilon_lo": b, "ceiling": ceiling} for sub in ("all", "flipped", "ood")}
+            for b in bounds]
     return {"arms": {"none": {"empirical_epsilon": ends[-1]},
                      "groupnorm_dp_eps2": {"empirical_epsilon": ends[-1],
-                                           "dp_accountant": {"epsilon_max": accountant, "noise_multiplier_min": [1.0, 2.0],
-                                                            "noise_multiplier_max": [1.1, 2.1]}}},
+                                           "dp_accountant": {"epsilon_max": [a / 2 for a in accountant],
+                                                             "epsilon_substitution_max": accountant,
+                                                             "noise_multiplier_min": [1.0, 2.0],
+                                                             "noise_multiplier_max": [1.1, 2.1]}}},
             "frontier": {"budgets": [1, 12], "arms": {"groupnorm_dp_eps2": {"empirical_epsilon": ends},
                                                       "none": {"empirical_epsilon": ends}}}}
 
 
 def test_dp_audit_rule_passes_below_and_fails_above_the_accountant():
+    """Held to the replace-one ε; "uninformative" where no ceiling reaches it."""
     from bnmem.report.mitigation import dp_audit, mitigation_section
-    assert dp_audit(_membership([0.3, 1.9], [2.0, 2.0])) == []
-    broken = dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))
-    assert broken and all("12 epochs" in b and "2.40 > 2.00" in b for b in broken)
-    assert len(broken) == 3  # all, flipped, OOD; the non-DP arm `none` is never audited
+    assert dp_audit(_membership([0.3, 1.9], [2.0, 2.0]))[0] == "passes"
+    word, broken = dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))
+    assert word == "fails" and broken.count("12 epochs") == 3 and "2.40 > 2.00" in broken
+    assert dp_audit(_membership([0.0, 0.0], [9.0, 9.0]))[0] == "uninformative"
     text = "\n".join(mitigation_section(_membership([0.3, 2.4], [2.0, 2.0]), 1e-5))
     assert "**DP audit fails**" in text
     assert "**DP audit passes**" in "\n".join(mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5))
+    assert "**DP audit uninformative**" in "\n".join(
+        mitigation_section(_membership([0.0, 0.0], [9.0, 9.0]), 1e-5))

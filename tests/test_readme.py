@@ -1,6 +1,8 @@
-"""Every interval README.md quotes for the default run comes from the committed report.md
+"""Every interval README.md quotes for a committed run comes from that run's report.md
 (so a rerun that moves a number fails here until README follows)."""
 import re
+
+import pytest
 
 from conftest import ROOT
 
@@ -11,12 +13,16 @@ def _norm(text: str) -> str:
     return text.replace("−", "-")
 
 
-def test_readme_default_run_numbers_come_from_the_report():
+@pytest.mark.parametrize("heading, report", [
+    ("## What the default run shows", "report.md"),             # the default dvc repro
+    ("## What to use instead of BN", "results/dp/report.md"),   # make dp
+])
+def test_readme_numbers_come_from_the_report(heading, report):
     readme = (ROOT / "README.md").read_text()
-    start = readme.index("## What the default run shows")
+    start = readme.index(heading)
     section = readme[start:readme.index("\n## ", start + 10)]
     quoted = INTERVAL.findall(section)
     assert len(quoted) >= 4, "the section quotes its intervals"
-    report = _norm((ROOT / "report.md").read_text())
-    missing = [q for q in quoted if _norm(q) not in report]
-    assert not missing, f"README quotes intervals report.md does not hold: {missing}"
+    text = _norm((ROOT / report).read_text())
+    missing = [q for q in quoted if _norm(q) not in text]
+    assert not missing, f"README quotes intervals {report} does not hold: {missing}"

@@ -152,7 +152,7 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
                      f"| {row['claim']} | {row['judged_at']} | {_claim_cell(row, 'equal_epochs')} | "
                      f"— | — | {_claim_cell(row, 'matched_fit')} | {row['verdict']} | {holm} |")
     L += _frontier_section(membership, rel)
-    L += mitigation_section(membership, cfg.dp.delta)
+    L += mitigation_section(membership, cfg.dp.delta, unfit)
     L += _null_section(attack, arms, variant)
     L += ["", f"## Membership inference (`{variant}`)", "",
           "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR at FPR 1e-3, all | "
@@ -174,8 +174,8 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "positives. Per subset and variant, with samples-only intervals and the support "
           "counts (`support_<f>`: pairs, samples, models), in `results/attack.json` (null "
           "where unsupported). Empirical ε: the 95 % lower bound on ε at δ = "
-          f"{cfg.dp.delta:g} that these scores prove (`bnmem.attack.epsilon`; see *What to "
-          "use instead of BN*).", "",
+          f"{cfg.dp.delta:g} that these scores give, trials treated as independent "
+          "(`bnmem.attack.epsilon`; see *What to use instead of BN*).", "",
           "Every attack, AUC on all samples (samples-only intervals):", "",
           "| arm | " + " | ".join(attack[arms[0]].keys()) + " |",
           "|---|" + "---|" * len(attack[arms[0]])]

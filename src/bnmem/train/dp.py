@@ -14,12 +14,17 @@ own for its own n and steps, by the same rule, so each is (ε, δ)-DP. Sampling 
 come from generators seeded by the run's batch-order seed: a run's bits depend on its
 seeds only (on one CPU kind; these are PyTorch's float32 kernels, not bnmem's C ones).
 
-Opacus is an optional dependency (`pip install 'bnmem[dp]'`); nothing imports it until a
-DP arm trains.
+Every run also records its replace-one ε (`substitution_epsilon`, dp_accounting's PLD
+accountant): the membership attack's in/out datasets differ by a substituted sample, so
+that is the ε its empirical lower bound is audited against. The sampling rate and step
+count come from the run's training-set size, which bnmem fixes by construction (half the
+pool for every shadow, the pool for the target), not from the private data.
+
+Opacus and dp-accounting are optional dependencies (`pip install 'bnmem[dp]'`); nothing
+imports them until a DP arm trains.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
@@ -57,10 +62,10 @@ def noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: in
     Poisson rate `sample_rate` (Opacus' get_noise_multiplier; cached: shadows of one size
     share it)."""
     from opacus.accountants.utils import get_noise_multiplier
-    with quiet():
-        return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta,
-                                          sample_rate=sample_rate, steps=steps,
-                                          accountant=accountant))
+    quiet()
+    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta,
+                                      sample_rate=sample_rate, steps=steps,
+                                      accountant=accountant))
 
 
 def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
@@ -69,19 +74,37 @@ def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
     from opacus.accountants import create_accountant
     acc = create_accountant(accountant)
     acc.history = [(sigma, sample_rate, steps)]
-    with quiet():
-        return float(acc.get_epsilon(delta))
+    quiet()
+    return float(acc.get_epsilon(delta))
 
 
-@contextlib.contextmanager
-def quiet():
-    """Opacus' two known, harmless warnings off: RDP's "optimal order is the largest
-    alpha" (its bound is then looser, never wrong) and the full-backward-hook note on the
-    first layer, whose input needs no gradient."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-        warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        yield
+@functools.lru_cache(maxsize=None)
+def substitution_epsilon(sigma: float, sample_rate: float, steps: int, delta: float) -> float:
+    """The replace-one ε of the same run (dp_accounting's PLD accountant,
+    NeighboringRelation.REPLACE_ONE): the in/out datasets of bnmem's membership attack have
+    equal size and differ by one substituted sample (every shadow trains on exactly half
+    the pool), so this, not the add/remove ε the noise is set for, is what the attack's
+    empirical ε can be held to (roughly up to twice the add/remove ε)."""
+    try:
+        import dp_accounting as dpa
+        from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+    except ImportError:
+        raise InputError("arms: the DP arms' audit needs dp-accounting; install it with "
+                         "pip install 'bnmem[dp]'") from None
+    acc = PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-3)
+    acc.compose(dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(
+        sample_rate, dpa.GaussianDpEvent(sigma)), steps))
+    return float(acc.get_epsilon(delta))
+
+
+def quiet() -> None:
+    """Opacus' two known, harmless warnings off (process-wide filters, re-added idempotently
+    per run: not a catch_warnings context, which races between the shadow workers'
+    threads): RDP's
+    "optimal order is the largest alpha" (its bound is then looser, never wrong) and the
+    full-backward-hook note on the first layer, whose input needs no gradient."""
+    warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
 
 
 def check_model(model: nn.Module) -> None:
@@ -143,16 +166,21 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
     sigma = noise_multiplier(epsilon, dp.delta, q, total, dp.accountant)
     spent = spent_epsilon(sigma, q, total, dp.delta, dp.accountant)
     accounting = {"noise_multiplier": sigma, "sample_rate": q, "steps": total,
-                  "epsilon": spent, "delta": dp.delta, "max_grad_norm": dp.max_grad_norm}
+                  "epsilon": spent, "delta": dp.delta, "max_grad_norm": dp.max_grad_norm,
+                  "epsilon_substitution": substitution_epsilon(sigma, q, total, dp.delta)}
     check_model(model)
+    quiet()
     gsm = GradSampleModule(model, loss_reduction="mean")
+    # seeded for reproducibility, per budget (two endpoints of one model never share a
+    # noise draw): DP against anyone without the seed; models meant for release need
+    # Opacus' secure_mode instead
     noise = torch.Generator(device=device).manual_seed(int(np.random.SeedSequence(
-        [seed, SALT["dp_noise"]]).generate_state(1)[0]))
+        [seed, SALT["dp_noise"], cfg.epochs]).generate_state(1)[0]))
     sampling = np.random.default_rng([seed, SALT["dp_sampling"]])
     opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
                                       weight_decay=cfg.weight_decay),
                       noise_multiplier=sigma, max_grad_norm=dp.max_grad_norm,
-                      expected_batch_size=cfg.batch_size, loss_reduction="mean",
+                      expected_batch_size=round(q * n), loss_reduction="mean",
                       generator=noise)
     history, step = [], 0
     try:
@@ -178,8 +206,7 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
                     finally:
                         if running is not None:
                             running.remove()
-                    with quiet():
-                        loss.backward()
+                    loss.backward()
                     loss_sum, seen = loss_sum + loss.item() * idx.numel(), seen + idx.numel()
                 else:  # an empty Poisson batch is still a step: noise only
                     for p in model.parameters():

@@ -147,6 +147,8 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             arrays["dp_noise_multiplier"] = np.array([h[k][-1]["noise_multiplier"]
                                                       for h in endpoint_hists])
             arrays["dp_epsilon"] = np.array([h[k][-1]["epsilon"] for h in endpoint_hists])
+            arrays["dp_epsilon_substitution"] = np.array([h[k][-1]["epsilon_substitution"]
+                                                          for h in endpoint_hists])
         if track is not None:
             arrays["epoch_phi"] = np.stack([p for p, _ in tr])
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
@@ -211,7 +213,7 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
         out["grad_norms"] = np.stack([done[j]["grad_norms"] for j in grad_ids])
         out["grad_model_ids"] = np.asarray(grad_ids, dtype=np.int64)
     if dp_arm(arm):  # [m, endpoints]: the budgets' runs, then the train.epochs run
-        for key in ("dp_noise_multiplier", "dp_epsilon"):
+        for key in ("dp_noise_multiplier", "dp_epsilon", "dp_epsilon_substitution"):
             out[key] = np.stack([done[int(j)][key] for j in ids])
     if budget_epochs(cfg):
         out["budget_logits"] = np.stack([done[int(j)]["budget_logits"] for j in ids]).astype(np.float32)
