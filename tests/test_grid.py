@@ -1,59 +1,114 @@
-"""tools/grid.py: cells from grid.yaml, the fit-rule flag, and the table a partial grid gives."""
+"""tools/grid.py: cells and replicates from grid.yaml, the fit-rule flag, replicates
+combined with an interval that is calibrated (coverage in simulation), and the table a
+partial grid gives."""
 import json
 import sys
 
+import numpy as np
+import pytest
 import yaml
 
+from bnmem.attack.intervals import across_replicates
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import grid  # noqa: E402
 
 
-def test_cells_cover_the_spec_with_per_arch_settings():
+def test_cells_and_replicates_cover_the_spec_with_per_arch_settings():
     spec = yaml.safe_load((ROOT / "grid.yaml").read_text())
     cells = dict(grid.cells(spec))
-    assert len(cells) == len(spec["archs"]) * len(spec["datasets"]) * len(spec["noise_rates"])
-    res = cells["resnet-mnist-noise0.05"]
-    assert res["arch"] == "resnet" and res["dataset"] == "mnist" and res["noise_rate"] == 0.05
-    assert res["model.zero_init_residual"] is True and res["arms"] == spec["arms"]
-    assert "model.zero_init_residual" not in cells["lenet-mnist-noise0.05"]
+    assert len(cells) == len(spec["archs"]) * len(spec["datasets"]) * len(spec["noise_rates"]) == 12
+    res = cells["resnet_cpu-mnist-noise0.05"]
+    assert res["arch"] == "resnet_cpu" and res["dataset"] == "mnist" and res["noise_rate"] == 0.05
+    assert res["model.init"] == "kaiming" and res["arms"] == spec["arms"]
+    assert "model.init" not in cells["lenet-mnist-noise0.05"]
+    units = grid.units(spec)
+    assert len(units) == 12 * len(spec["seeds"]) and len(spec["seeds"]) >= 3
+    assert [u[2] for u in units[:12]] == [spec["seeds"][0]] * 12  # every cell's first replicate first
+    assert units[12][0] == "lenet-fashion_mnist-noise0.01-seed1" and units[12][3]["seed"] == 1
+    # the stamp is the settings: the same unit keeps it whatever the code
+    assert grid.stamp(units[0][3]) == grid.stamp(dict(units[0][3]))
+    assert grid.stamp(units[0][3]) != grid.stamp({**units[0][3], "seed": 7})
+
+
+@pytest.mark.parametrize("tau", [0.0, 1.0, 3.0])
+def test_across_replicates_covers_95_percent_in_simulation(tau):
+    """Three replicates, each with its own 95 % interval (se known up to a 100-draw
+    estimate) and a between-replicate spread tau: the combined interval covers the truth
+    in 93-97 % of 3 000 simulated cells (over-wide would fail too)."""
+    rng = np.random.default_rng([7, int(10 * tau)])
+    cover = []
+    for _ in range(3000):
+        se = rng.uniform(0.8, 1.2, 3)
+        y = 2.0 + rng.normal(0, np.sqrt(se ** 2 + tau ** 2))
+        half = 1.96 * se * np.sqrt(rng.chisquare(100, 3) / 100)
+        c = across_replicates(y, y - half, y + half)
+        cover.append(c["lo"] <= 2.0 <= c["hi"])
+    assert 0.93 <= np.mean(cover) <= 0.97, np.mean(cover)
+
+
+def test_across_replicates_needs_two_usable_replicates_and_states_power():
+    one = across_replicates([0.1], [0.0], [0.2])
+    assert one["value"] is None and one["replicates"] == 1
+    c = across_replicates([0.10, 0.12, None], [0.05, 0.07, None], [0.15, 0.17, None])
+    assert c["replicates"] == 2 and c["lo"] < 0.11 < c["hi"] and c["tau"] == 0.0
+    tight = across_replicates([0.1] * 3, [0.09] * 3, [0.11] * 3)
+    wide = across_replicates([0.1] * 3, [0.0] * 3, [0.2] * 3)
+    assert 0 < tight["mde"] < wide["mde"]
 
 
 def _delta(v, lo, hi):
     return {"value": v, "lo": lo, "hi": hi}
 
 
-def test_fit_rule_flags_an_arm_and_the_table_says_so(tmp_path):
-    train = {"none": {"clean_train_acc": 0.75, "test_acc": 0.7},
+def _rep(seed, shift, none_fit=0.85):
+    train = {"none": {"clean_train_acc": none_fit, "test_acc": 0.7},
              "batchnorm": {"clean_train_acc": 0.95, "test_acc": 0.8}}
-    deltas = {"batchnorm_minus_none": {"auc_identity_equal_epochs": _delta(0.1, 0.05, 0.15),
-                                       "auc_identity_matched_fit": _delta(0.01, -0.02, 0.04)},
-              "batchnorm_reg_minus_batchnorm": {}}
+    deltas = {"batchnorm_minus_none": {
+        "auc_identity_equal_epochs": _delta(0.10 + shift, 0.05 + shift, 0.15 + shift),
+        "auc_all_matched_heldout": _delta(0.01 + shift, -0.02 + shift, 0.04 + shift)},
+        "batchnorm_reg_minus_batchnorm": {}}
+    membership = {"frontier": {"compare": {"batchnorm_minus_none": {"criteria": {"fit": {
+        "figures": {"auc_all": {"at_common": _delta(0.02 + shift, -0.01 + shift, 0.05 + shift)}}}}}}}}
     summary = {"claims": [{"claim": "BN raises LiRA AUC by >= 3 points", "verdict": "reproduced"}]}
-    row = grid.summarize(train, deltas, summary, {"min_clean_train_acc": 0.8})
-    assert row["flagged_arms"] == ["none"] and list(row["deltas"]) == ["batchnorm_minus_none"]
-    ok = grid.summarize({**train, "none": {"clean_train_acc": 0.85}}, deltas, summary,
-                        {"min_clean_train_acc": 0.8})
-    assert ok["flagged_arms"] == []
+    row = grid.summarize(train, deltas, summary, {"min_clean_train_acc": 0.8}, membership)
+    return {"cell": "c", "seed": seed, "params": {"noise_rate": 0.05, "ood_rate": 0.01, "seed": seed},
+            "wall_s": 60.0, **row}
+
+
+def test_fit_rule_flags_a_cell_and_the_table_says_so(tmp_path):
+    reps = [_rep(0, 0.0), _rep(1, 0.01), _rep(2, -0.01)]
+    assert list(reps[0]["deltas"]) == ["batchnorm_minus_none"]
+    assert reps[0]["deltas"]["batchnorm_minus_none"]["auc_all_matched_fit"]["value"] == 0.02
+    rule = {"min_clean_train_acc": 0.8}
+    ok = grid.combine(reps, rule)
+    bad = grid.combine([*reps[:2], _rep(2, -0.01, none_fit=0.75)], rule)
+    bad["cell"] = "d"
+    assert ok["flagged_arms"] == [] and bad["flagged_arms"] == ["none"]
+    m = ok["deltas"]["batchnorm_minus_none"]["auc_all_matched_heldout"]
+    assert m["replicates"] == 3 and m["value"] == pytest.approx(0.01) and m["lo"] < 0.01 < m["hi"]
     spec = yaml.safe_load((ROOT / "grid.yaml").read_text())
-    recs = [{"cell": "a", "wall_s": 60.0, **row}, {"cell": "b", "wall_s": 30.0, **ok}]
-    grid.report(recs, spec, tmp_path / "grid.md", tmp_path / "grid.png")
+    grid.report([ok, bad], spec, tmp_path / "grid.md", tmp_path / "grid.png", 36)
     text = (tmp_path / "grid.md").read_text()
-    assert ("| a | batchnorm − none | +0.100 [+0.050, +0.150] | +0.010 [-0.020, +0.040] "
-            "(within-run fit) | covers 0 |") in text
-    # re-judged by today's rule at the cell's threshold (4 points at 6 % outliers): the
-    # matched interval [-2, +4] covers 4 points and excludes half the equal-epoch +10
+    assert "| c | batchnorm − none | 3 | +10.00 [" in text
     assert "| none | 4 | not evidence (flagged) | not evidence (flagged) |" in text
-    assert "| no | 4 | at equal epochs only (not at matched utility) | at equal epochs only (not at matched utility) |" in text
-    assert "Cells finished: 2 of 12; total wall time 1.5 min." in text
+    # matched intervals around +1 point, far below the 4-point threshold: not reproduced
+    assert "| no | 4 | not reproduced | not reproduced |" in text
+    assert "Replicates finished: 6 of 36 (2 of 12 cells); total wall time 6.0 min." in text
     assert (tmp_path / "grid.png").stat().st_size > 5000
+    # --check's comparison: every number of a record, flat
+    nums = grid.numbers(reps[0])
+    assert nums["batchnorm_minus_none.auc_all_matched_fit.value"] == 0.02 and len(nums) > 10
 
 
-def test_committed_cells_are_complete_records():
-    for f in sorted((ROOT / "results" / "grid").glob("*.json")):
+def test_committed_replicates_are_complete_records():
+    spec = yaml.safe_load((ROOT / "grid.yaml").read_text())
+    names = {u[0] for u in grid.units(spec)}
+    for f in sorted((ROOT / "results" / "grid").glob("*/seed_*.json")):
         rec = json.loads(f.read_text())
-        assert rec["cell"] == f.stem and rec["stamp"] and rec["wall_s"] > 0
+        assert rec["unit"] in names and f.parent.name == rec["cell"] and f.stem == f"seed_{rec['seed']}"
+        assert rec["stamp"] == grid.stamp(rec["params"]) and rec["wall_s"] > 0
         assert set(rec["fit"]) == set(rec["params"]["arms"])
         for d in rec["deltas"].values():
             for point in d.values():

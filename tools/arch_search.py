@@ -40,12 +40,13 @@ SETTINGS = {  # name -> (lr, warmup_epochs, zero_init_residual, init)
     "kaiming+warmup+zero": (0.05, 1, True, "kaiming"),
     "kaiming+lr0.1": (0.1, 0, False, "kaiming"),
     "kaiming+lr0.1+warmup": (0.1, 1, False, "kaiming"),
+    "kaiming+warmup+lr0.08": (0.08, 1, False, "kaiming"),
 }
 
 
 def run(arch: str, arm: str, setting: str, epochs: int, pool: dict, test: dict) -> dict:
     lr, warmup, zero, init = SETTINGS[setting]
-    zero = zero and arch == "resnet"  # the only residual architecture
+    zero = zero and arch in ("resnet", "resnet_cpu")  # the residual architectures
     cfg = Config(arch=arch, arms=(arm,), model=ModelConfig(zero_init_residual=zero, init=init),
                  train=TrainConfig(epochs=epochs, lr=lr, warmup_epochs=warmup,
                                    checkpoints=(epochs,), threads=1))
@@ -76,7 +77,7 @@ def table(rows: list[dict], min_fit: float) -> str:
         cells = [keyed.get((arch, s, epochs, a)) for a in ("none", "batchnorm", "groupnorm")]
         lr, warm, zero, init = SETTINGS[s]
         ok = all(c and c["clean_train_acc"] >= min_fit for c in cells)
-        zero = zero and arch == "resnet"
+        zero = zero and arch in ("resnet", "resnet_cpu")
         out.append(f"| {arch} | {s} | {epochs} | {lr} | {warm} | {'yes' if zero else 'no'} | "
                    f"{init} | " + " | ".join(f"{c['clean_train_acc']:.3f} / {c['test_acc']:.3f}"
                                              if c else "—" for c in cells)

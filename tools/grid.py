@@ -1,17 +1,23 @@
-"""The results grid over the zoo: every cell (arch x dataset x noise rate) of grid.yaml as a
-DVC experiment, one committed result file per finished cell, a table and a figure.
+"""The results grid over the zoo: every cell (arch x dataset x noise rate) of grid.yaml, each
+with `seeds` independent replicates, as DVC experiments; one committed result file per
+finished replicate, a table and a figure.
 
-    python tools/grid.py                      # every cell of grid.yaml not yet in results/grid/
-    python tools/grid.py --only lenet         # cells whose name contains "lenet"
+    python tools/grid.py                      # every replicate of grid.yaml not yet in results/grid/
+    python tools/grid.py --only lenet         # units whose name contains "lenet"
     python tools/grid.py --report-only        # rebuild results/grid.md and plots/grid.png
+    python tools/grid.py --check lenet-mnist-noise0.05-seed0   # rerun one unit, compare
 
-Each cell runs `dvc exp run --temp --name grid-<cell> -S ...` (the workspace is never
-touched; `dvc exp show` lists the cells next to other experiments), then its headline is
-read from the experiment's commit (metrics/train.json, metrics/deltas.json,
-results/summary.json) into results/grid/<cell>.json, stamped with the cell's settings and
-the code it ran. A killed grid resumes at the first missing or stale cell; a partial grid
-still gives a table. A cell where an arm misses the fit rule (grid.yaml `fit_rule`) is
-flagged and its comparisons are not read as evidence.
+A unit (cell, seed) runs `dvc exp run --temp --name grid-<unit> -S seed=<s> ...` (the
+workspace is never touched; `dvc exp show` lists them), then its headline is read from the
+experiment's commit (metrics/train.json, metrics/deltas.json, results/summary.json,
+results/membership.json) into results/grid/<cell>/seed_<s>.json, stamped with the unit's
+settings; the code it ran is recorded beside (commit). A rerun skips units whose settings
+are unchanged, so an interrupted grid resumes and a code change that alters no number
+invalidates nothing; `--check UNIT` reruns one unit at the current code and lists every
+number that moved (none: the finished units stand). A cell's replicates are combined by
+bnmem.attack.intervals.across_replicates (random effects, Hartung–Knapp interval: it
+includes replicate-to-replicate variation); a cell where an arm misses the fit rule (grid.yaml
+`fit_rule`) in any replicate is flagged and its comparisons are not evidence.
 """
 from __future__ import annotations
 
@@ -27,6 +33,11 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+PAIRS = ("batchnorm_minus_none", "groupnorm_minus_none")
+# figure key in a replicate's deltas -> label; the primary criterion first
+FIGURES = {"auc_all_matched_heldout": "matched held-out accuracy (primary)",
+           "auc_all_matched_fit": "matched fit",
+           "auc_identity_equal_epochs": "equal epochs"}
 
 
 def cells(spec: dict) -> list[tuple[str, dict]]:
@@ -39,12 +50,23 @@ def cells(spec: dict) -> list[tuple[str, dict]]:
     return out
 
 
+def units(spec: dict) -> list[tuple[str, str, int, dict]]:
+    """(unit name, cell, seed, params with seed) of every replicate, seed-major: the first
+    replicate of every cell before any second one, so a partial grid covers every cell."""
+    return [(f"{name}-seed{seed}", name, seed, {**params, "seed": seed})
+            for seed in spec.get("seeds", [0]) for name, params in cells(spec)]
+
+
 def stamp(params: dict) -> str:
-    """Settings + the committed pipeline code (src/, stages/, dvc.yaml): a result is stale
-    when either changed; edits elsewhere (README, tools) keep it."""
-    code = subprocess.run(["git", "rev-parse", "HEAD:src", "HEAD:stages", "HEAD:dvc.yaml"],
-                          cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    return hashlib.sha256(json.dumps([params, code], sort_keys=True).encode()).hexdigest()[:16]
+    """The unit's settings (params, seed included): a result is stale only when they
+    change. The code is recorded, not stamped (`--check` shows whether a change moved a
+    number)."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def code_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def _set_args(params: dict) -> list[str]:
@@ -68,51 +90,92 @@ def _show(commit: str, path: str) -> dict:
                                      capture_output=True, text=True, check=True).stdout)
 
 
-def summarize(train: dict, deltas: dict, summary: dict, fit_rule: dict) -> dict:
-    """The cell's grid row: per-arm fit, every arm - none delta (equal epochs and matched
-    fit, value and interval), the claims' verdicts, and which arms miss the fit rule."""
+def summarize(train: dict, deltas: dict, summary: dict, fit_rule: dict,
+              membership: dict | None = None) -> dict:
+    """A replicate's grid row: per-arm fit, every arm - none delta (equal epochs, matched
+    held-out accuracy between annealed endpoints and matched fit there; value and
+    interval), the claims' verdicts, and which arms miss the fit rule."""
     floor = fit_rule["min_clean_train_acc"]
     flagged = sorted(a for a, m in train.items() if (m.get("clean_train_acc") or 0) < floor)
-    rows = {pair: d for pair, d in deltas.items() if pair.endswith("_minus_none")}
+    rows = {pair: dict(d) for pair, d in deltas.items() if pair.endswith("_minus_none")}
+    fr = ((membership or {}).get("frontier") or {}).get("compare") or {}
+    for pair, row in rows.items():
+        fit = ((fr.get(pair) or {}).get("criteria") or {}).get("fit")
+        if fit:
+            row["auc_all_matched_fit"] = {k: fit["figures"]["auc_all"]["at_common"].get(k)
+                                          for k in ("value", "lo", "hi")}
     verdicts = {c.get("claim", str(i)): c.get("verdict") for i, c in enumerate(summary.get("claims", []))}
     return {"fit": {a: {k: m.get(k) for k in ("clean_train_acc", "test_acc", "flipped_mem_acc")}
                     for a, m in train.items()},
             "deltas": rows, "verdicts": verdicts, "flagged_arms": flagged}
 
 
-def run_cell(name: str, params: dict, fit_rule: dict, out: Path) -> dict:
-    exp = f"grid-{name}"
+def run_unit(unit: str, cell: str, seed: int, params: dict, fit_rule: dict, out: Path,
+             exp: str | None = None) -> dict:
+    """Run one replicate as a DVC experiment; its record goes to out/<cell>/seed_<s>.json
+    (with `exp`, a check run: the record is returned, not written)."""
+    name = exp or f"grid-{unit}"
     t0 = time.perf_counter()
-    res = subprocess.run(["dvc", "exp", "run", "--temp", "--name", exp, *_set_args(params)],
+    res = subprocess.run(["dvc", "exp", "run", "--temp", "--name", name, *_set_args(params)],
                          cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        raise RuntimeError(f"cell {name} failed: {' | '.join(tail)}")
-    commit = _exp_commit(exp)
+        raise RuntimeError(f"unit {unit} failed: {' | '.join(tail)}")
+    commit = _exp_commit(name)
     row = summarize(_show(commit, "metrics/train.json"), _show(commit, "metrics/deltas.json"),
-                    _show(commit, "results/summary.json"), fit_rule)
-    record = {"cell": name, "params": params, "stamp": stamp(params), "experiment": exp,
-              "commit": commit, "wall_s": round(wall, 1), **row}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+                    _show(commit, "results/summary.json"), fit_rule,
+                    _show(commit, "results/membership.json"))
+    record = {"cell": cell, "seed": seed, "unit": unit, "params": params, "stamp": stamp(params),
+              "experiment": name, "commit": commit, "code": code_commit(),
+              "wall_s": round(wall, 1), **row}
+    if exp is None:
+        (out / cell).mkdir(parents=True, exist_ok=True)
+        (out / cell / f"seed_{seed}.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
 
 
-def _cell_text(d: dict | None, key: str) -> str:
-    p = (d or {}).get(key) or {}
+def numbers(record: dict) -> dict[str, float]:
+    """Every number of a record's results (fit, deltas), flat: what --check compares."""
+    out = {}
+    for arm, m in record["fit"].items():
+        out.update({f"fit.{arm}.{k}": v for k, v in m.items()})
+    for pair, d in record["deltas"].items():
+        for fig, p in d.items():
+            out.update({f"{pair}.{fig}.{k}": v for k, v in (p or {}).items()})
+    return out
+
+
+def combine(reps: list[dict], fit_rule: dict) -> dict:
+    """A cell from its replicates: per comparison and figure the random-effects estimate
+    (bnmem.attack.intervals.across_replicates), the mean fit per arm, the arms that miss
+    the fit rule in any replicate, the total wall time."""
+    from bnmem.attack.intervals import across_replicates
+    deltas = {}
+    for pair in sorted({p for r in reps for p in r["deltas"]}):
+        deltas[pair] = {}
+        for fig in FIGURES:
+            pts = [(r["deltas"].get(pair) or {}).get(fig) or {} for r in reps]
+            c = across_replicates([p.get("value") for p in pts], [p.get("lo") for p in pts],
+                                  [p.get("hi") for p in pts])
+            c["per_replicate"] = [p.get("value") for p in pts]
+            deltas[pair][fig] = c
+    arms = sorted({a for r in reps for a in r["fit"]})
+    fit = {a: sum(r["fit"][a]["clean_train_acc"] or 0 for r in reps) / len(reps) for a in arms}
+    flagged = sorted({a for r in reps for a in r["flagged_arms"]})
+    return {"cell": reps[0]["cell"], "params": {k: v for k, v in reps[0]["params"].items()
+                                                  if k != "seed"},
+            "seeds": [r["seed"] for r in reps], "deltas": deltas, "fit": fit,
+            "flagged_arms": flagged, "wall_s": sum(r["wall_s"] for r in reps)}
+
+
+def _cell_text(p: dict | None, mde: bool = False) -> str:
+    p = p or {}
     if p.get("value") is None:
         return "—"
-    ci = f" [{p['lo']:+.3f}, {p['hi']:+.3f}]" if p.get("lo") is not None else ""
-    return f"{p['value']:+.3f}{ci}"
-
-
-def _side(p: dict | None) -> str:
-    """Where a 95 % interval lies relative to 0, in words (no threshold: the verdict column
-    applies the report's rules)."""
-    if not p or p.get("lo") is None:
-        return "—"
-    return "above 0" if p["lo"] > 0 else "below 0" if p["hi"] < 0 else "covers 0"
+    ci = f" [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]" if p.get("lo") is not None else ""
+    det = f"; detects ±{100 * p['mde']:.1f}" if mde and p.get("mde") is not None else ""
+    return f"{100 * p['value']:+.2f}{ci}{det}"
 
 
 def threshold(params: dict) -> float:
@@ -122,128 +185,168 @@ def threshold(params: dict) -> float:
     return 0.04 if rate >= 0.05 else 0.03
 
 
-MATCHED_LABEL = {"auc_all_matched_heldout": "held-out accuracy, annealed endpoints",
-                 "auc_identity_matched_fit": "within-run fit"}
-
-
-def matched_key(d: dict) -> str:
-    """The matched AUC difference of a cell: matched held-out accuracy between annealed
-    endpoints (the primary criterion) where the cell ran with shadow.budgets, else the
-    within-run matched fit of cells recorded before it."""
-    return "auc_all_matched_heldout" if "auc_all_matched_heldout" in d else "auc_identity_matched_fit"
-
-
-def auc_verdicts(records: list[dict]) -> list[tuple[str, str]]:
+def auc_verdicts(cells_: list[dict]) -> list[tuple[str, str]]:
     """(verdict, verdict with Holm over the grid) on 'BN raises LiRA AUC by >= threshold'
-    per record, re-judged from its stored deltas by bnmem.report.verdict (so every cell follows
-    today's rule); a flagged cell is not evidence and stays out of the family."""
-    from bnmem.report.verdict import EQUAL_ONLY, EQUAL_UNMATCHED, Evidence, holm, judge, p_values
+    per cell, from its replicates' combined intervals by bnmem.report.verdict (primary:
+    matched held-out accuracy; matched fit checked against it); a flagged cell is not
+    evidence and stays out of the family."""
+    from bnmem.report.verdict import (EQUAL_ONLY, EQUAL_UNMATCHED, Evidence, holm,
+                                      judge_criteria, p_values)
     out, fam = [], []
-    for r in records:
-        d = r["deltas"].get("batchnorm_minus_none") or {}
+    for c in cells_:
+        d = c["deltas"].get("batchnorm_minus_none") or {}
         eq = Evidence.of(d.get("auc_identity_equal_epochs"), training=True)
-        mt = Evidence.of(d.get(matched_key(d)), training=True)
-        th = threshold(r.get("params", {}))
-        v = judge(eq, mt, 1, th) if (eq or mt) else "—"
+        mt = Evidence.of(d.get("auc_all_matched_heldout"), training=True)
+        fit = Evidence.of(d.get("auc_all_matched_fit"), training=True)
+        th = threshold(c["params"])
+        v = judge_criteria(eq, mt, {"fit": fit}, 1, th)[0] if (eq or mt) else "—"
         out.append(v)
-        if not r["flagged_arms"] and v != "—":
+        if not c["flagged_arms"] and v != "—":
             decisive = eq if v in (EQUAL_ONLY, EQUAL_UNMATCHED) or not (mt and mt.usable) else mt
             fam.append((len(out) - 1, v, *p_values(decisive, 1, th)))
     adjusted = dict(zip((i for i, *_ in fam), holm([v for _, v, _, _ in fam],
                                                    [b for *_, b, _ in fam],
                                                    [s for *_, s in fam])))
-    return [("not evidence (flagged)", "not evidence (flagged)") if r["flagged_arms"]
-            else (v, adjusted.get(i, v)) for i, (r, v) in enumerate(zip(records, out))]
+    return [("not evidence (flagged)", "not evidence (flagged)") if c["flagged_arms"]
+            else (v, adjusted.get(i, v)) for i, (c, v) in enumerate(zip(cells_, out))]
 
 
-def report(records: list[dict], spec: dict, md: Path, png: Path) -> None:
+def report(cells_: list[dict], spec: dict, md: Path, png: Path, n_units: int) -> None:
     """results/grid.md (one row per cell and comparison) and plots/grid.png."""
-    lines = ["# Results grid", "", "*Generated by `python tools/grid.py` from results/grid/*.json; "
+    lines = ["# Results grid", "", "*Generated by `python tools/grid.py` from results/grid/*/seed_*.json; "
              "do not edit by hand.*", "",
              f"Fit rule: every arm's final clean-train accuracy >= "
-             f"{spec['fit_rule']['min_clean_train_acc']}; a cell where an arm misses it is "
-             "flagged and its comparisons are not evidence. AUC differences on the identity "
-             "query, 95 % intervals over shadow models and samples.", "",
-             "| cell | comparison | AUC diff, equal epochs | AUC diff, matched (criterion) | matched interval | clean-train acc (arm / none) | flagged | threshold (points) | verdict on \"BN raises AUC by >= threshold\" | same, Holm over the grid | wall (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    verdicts = auc_verdicts(records)
-    for r, (v, vh) in zip(records, verdicts):
-        for pair, d in sorted(r["deltas"].items()):
+             f"{spec['fit_rule']['min_clean_train_acc']} in every replicate; a cell where an "
+             "arm misses it is flagged and its comparisons are not evidence. AUC differences "
+             "(points) over a cell's replicates (independent seeds: pool split, corruption, "
+             "keep masks, init, batch order), random effects with the Hartung–Knapp 95 % "
+             "interval (`bnmem.attack.intervals.across_replicates`: it includes "
+             "replicate-to-replicate variation; with one replicate a cell has no interval). "
+             "*detects*: the smallest true difference the cell finds with 80 % power. "
+             "Verdicts by `bnmem.report.verdict` at the cell's threshold, the primary "
+             "criterion matched held-out accuracy (annealed endpoints), matched fit checked "
+             "against it; Holm-Bonferroni over the grid's unflagged cells.", "",
+             "| cell | comparison | replicates | equal epochs | matched held-out accuracy (primary) | matched fit | clean-train acc, mean (arm / none) | flagged | threshold (points) | verdict on \"BN raises AUC by >= threshold\" | same, Holm over the grid | wall (min) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    verdicts = auc_verdicts(cells_)
+    for c, (v, vh) in zip(cells_, verdicts):
+        for pair, d in sorted(c["deltas"].items()):
             arm = pair.removesuffix("_minus_none")
-            fit = r["fit"]
             lines.append(
-                f"| {r['cell']} | {arm} − none | {_cell_text(d, 'auc_identity_equal_epochs')} | "
-                f"{_cell_text(d, matched_key(d))} ({MATCHED_LABEL[matched_key(d)]}) | "
-                f"{_side(d.get(matched_key(d)))} | "
-                f"{fit[arm]['clean_train_acc']:.3f} / {fit['none']['clean_train_acc']:.3f} | "
-                f"{', '.join(r['flagged_arms']) or 'no'} | "
-                f"{100 * threshold(r.get('params', {})):.0f} | "
+                f"| {c['cell']} | {arm} − none | {len(c['seeds'])} | "
+                f"{_cell_text(d.get('auc_identity_equal_epochs'))} | "
+                f"{_cell_text(d.get('auc_all_matched_heldout'), mde=True)} | "
+                f"{_cell_text(d.get('auc_all_matched_fit'))} | "
+                f"{c['fit'].get(arm, 0):.3f} / {c['fit'].get('none', 0):.3f} | "
+                f"{', '.join(c['flagged_arms']) or 'no'} | "
+                f"{100 * threshold(c['params']):.0f} | "
                 f"{v if arm == 'batchnorm' else ''} | {vh if arm == 'batchnorm' else ''} | "
-                f"{r['wall_s']:.0f} |")
-    lines += ["", f"Cells finished: {len(records)} of {len(cells(spec))}; total wall time "
-              f"{sum(r['wall_s'] for r in records) / 60:.1f} min.", ""]
+                f"{c['wall_s'] / 60:.1f} |")
+    done = sum(len(c["seeds"]) for c in cells_)
+    lines += ["", f"Replicates finished: {done} of {n_units} ({len(cells_)} of "
+              f"{len(cells(spec))} cells); total wall time "
+              f"{sum(c['wall_s'] for c in cells_) / 60:.1f} min.", ""]
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text("\n".join(lines) + "\n")
-    figure(records, png)
+    figure(cells_, png)
 
 
-def figure(records: list[dict], png: Path) -> None:
+def figure(cells_: list[dict], png: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [(r["cell"], pair.removesuffix("_minus_none"), d, bool(r["flagged_arms"]))
-            for r in records for pair, d in sorted(r["deltas"].items())]
+    rows = [(c["cell"], pair.removesuffix("_minus_none"), d, bool(c["flagged_arms"]))
+            for c in cells_ for pair, d in sorted(c["deltas"].items())]
     fig, ax = plt.subplots(figsize=(10, 0.42 * max(len(rows), 2) + 1.2))
+    style = (("auc_identity_equal_epochs", -0.2, "#d62728"), ("auc_all_matched_heldout", 0.0, "#1f77b4"),
+             ("auc_all_matched_fit", 0.2, "#2ca02c"))
     for i, (cell, arm, d, flagged) in enumerate(rows):
-        for off, key, colour in ((-0.15, "auc_identity_equal_epochs", "#d62728"),
-                                 (0.15, matched_key(d), "#1f77b4")):
+        for key, off, colour in style:
             p = d.get(key) or {}
+            reps = [v for v in p.get("per_replicate", []) if v is not None]
+            ax.plot([100 * v for v in reps], [i + off] * len(reps), "|", color=colour, ms=6,
+                    alpha=0.35 if flagged else 0.8)
             if p.get("value") is None:
                 continue
-            ax.errorbar(p["value"], i + off, xerr=[[p["value"] - p["lo"]], [p["hi"] - p["value"]]]
+            ax.errorbar(100 * p["value"], i + off, xerr=[[100 * (p["value"] - p["lo"])],
+                                                          [100 * (p["hi"] - p["value"])]]
                         if p.get("lo") is not None else None, fmt="o", color=colour,
                         alpha=0.35 if flagged else 1.0, ms=4, capsize=2)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_yticks(range(len(rows)), [f"{c}: {a} − none{' (flagged)' if f else ''}"
                                      for c, a, _, f in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("AUC difference vs none, 95 % interval (red: equal epochs, blue: matched point)",
-                  fontsize=9)
+    ax.set_xlabel("AUC difference vs none, points, 95 % interval over replicates (red: equal "
+                  "epochs, blue: matched held-out accuracy, green: matched fit; ticks: replicates)",
+                  fontsize=8)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(png, dpi=110, metadata={"Software": None}, bbox_inches="tight")
     plt.close(fig)
 
 
+def load(out: Path, spec: dict) -> list[dict]:
+    """The finished replicates of the spec's units, current settings only, grid order."""
+    recs = []
+    for unit, cell, seed, params in units(spec):
+        path = out / cell / f"seed_{seed}.json"
+        if path.is_file():
+            rec = json.loads(path.read_text())
+            if rec.get("stamp") == stamp(params):
+                recs.append(rec)
+    return recs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", default="grid.yaml")
-    p.add_argument("--only", default="", help="run only cells whose name contains this")
+    p.add_argument("--only", default="", help="run only units whose name contains this")
     p.add_argument("--out", default="results/grid")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument("--check", default=None, metavar="UNIT",
+                   help="rerun one finished unit at the current code and list the numbers that moved")
     args = p.parse_args()
     spec = yaml.safe_load((ROOT / args.spec).read_text())
     out = ROOT / args.out
-    for name, params in cells(spec):
-        if args.report_only or args.only not in name:
+    todo = units(spec)
+    if args.check:
+        (unit, cell, seed, params), = [u for u in todo if u[0] == args.check] or [(None,) * 4]
+        if unit is None:
+            sys.exit(f"--check: no unit {args.check!r}; units look like {todo[0][0]}")
+        old = json.loads((out / cell / f"seed_{seed}.json").read_text())
+        new = run_unit(unit, cell, seed, params, spec["fit_rule"], out, exp=f"grid-check-{unit}")
+        a, b = numbers(old), numbers(new)
+        moved = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+        print(f"{unit}: code {old['code'][:7]} -> {new['code'][:7]}: "
+              f"{len(a) - len(moved)} of {len(a)} numbers identical; moved: {moved or 'none'}")
+        sys.exit(1 if moved else 0)
+    for unit, cell, seed, params in todo:
+        if args.report_only or args.only not in unit:
             continue
-        path = out / f"{name}.json"
+        path = out / cell / f"seed_{seed}.json"
         if path.is_file() and json.loads(path.read_text()).get("stamp") == stamp(params):
-            print(f"{name}: done", flush=True)
+            print(f"{unit}: done", flush=True)
             continue
         try:
-            rec = run_cell(name, params, spec["fit_rule"], out)
+            rec = run_unit(unit, cell, seed, params, spec["fit_rule"], out)
         except RuntimeError as exc:
             print(f"grid: {exc}", file=sys.stderr, flush=True)
             continue
-        print(f"{name}: {rec['wall_s']:.0f} s, flagged {rec['flagged_arms'] or 'none'}", flush=True)
-    records = [json.loads(f.read_text()) for f in sorted(out.glob("*.json"))] if out.is_dir() else []
-    order = {n: i for i, (n, _) in enumerate(cells(spec))}
-    records = sorted((r for r in records if r["cell"] in order), key=lambda r: order[r["cell"]])
-    report(records, spec, ROOT / "results" / "grid.md", ROOT / "plots" / "grid.png")
-    print(f"results/grid.md: {len(records)} cells")
+        print(f"{unit}: {rec['wall_s']:.0f} s, flagged {rec['flagged_arms'] or 'none'}", flush=True)
+        write_report(out, spec, len(todo))
+    write_report(out, spec, len(todo))
+
+
+def write_report(out: Path, spec: dict, n_units: int) -> None:
+    recs = load(out, spec)
+    by_cell: dict[str, list[dict]] = {}
+    for r in recs:
+        by_cell.setdefault(r["cell"], []).append(r)
+    combined = [combine(by_cell[name], spec["fit_rule"]) for name, _ in cells(spec) if name in by_cell]
+    report(combined, spec, ROOT / "results" / "grid.md", ROOT / "plots" / "grid.png", n_units)
+    print(f"results/grid.md: {len(recs)} replicates in {len(combined)} cells", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 DATASETS = ("fashion_mnist", "mnist", "cifar10", "cifar100")
-ARCHS = ("lenet", "resnet", "densenet")
+ARCHS = ("lenet", "resnet", "densenet", "resnet_cpu", "densenet_cpu")  # *_cpu: CPU-sized (bnmem.models.zoo)
 NORMS = ("none", "batchnorm", "groupnorm", "layernorm")
 ARMS = ("none", "batchnorm", "batchnorm_reg", "groupnorm", "layernorm", "groupnorm_dp")
 # DP-SGD arms (bnmem.train.dp): groupnorm_dp at dp.epsilon, groupnorm_dp_eps<E> at ε = E
@@ -319,8 +319,9 @@ def validate(cfg: Config) -> Config:
     _check(cfg.data.test_size >= 10, "data.test_size", "an integer >= 10", cfg.data.test_size)
     _check(cfg.model.width >= 1, "model.width", "an integer >= 1", cfg.model.width)
     _check(cfg.model.init in INITS, "model.init", " | ".join(INITS), cfg.model.init)
-    _check(not cfg.model.zero_init_residual or cfg.arch == "resnet", "model.zero_init_residual",
-           "false unless arch is resnet (the only residual architecture of the zoo)",
+    _check(not cfg.model.zero_init_residual or cfg.arch in ("resnet", "resnet_cpu"),
+           "model.zero_init_residual",
+           "false unless arch is resnet or resnet_cpu (the zoo's residual architectures)",
            cfg.model.zero_init_residual)
     t = cfg.train
     _check(t.epochs > 0, "train.epochs", "an integer > 0", t.epochs)

@@ -65,15 +65,20 @@ class BasicBlock(nn.Module):
 
 
 class ResNet(nn.Module):
-    """ResNet-18 layout (2-2-2-2 basic blocks) with a 3x3 stem for 28-32 px images."""
+    """ResNet-18 layout (2-2-2-2 basic blocks) with a 3x3 stem for 28-32 px images; the
+    CPU size (arch resnet_cpu) is a ResNet-8: a stride-2 stem, then one basic block per
+    stage at widths w, 2w, 4w (README "The zoo": depth, width and FLOPs per sample)."""
 
-    def __init__(self, norm: str, num_classes: int, in_channels: int, width: int = 16):
+    def __init__(self, norm: str, num_classes: int, in_channels: int, width: int = 16,
+                 stages: tuple[int, ...] = (1, 2, 4, 8), blocks_per_stage: int = 2,
+                 stem_stride: int = 1):
         super().__init__()
-        self.stem = nn.Conv2d(in_channels, width, 3, 1, 1)
+        self.stem = nn.Conv2d(in_channels, width, 3, stem_stride, 1)
         self.stem_norm = make_norm(norm, width)
         blocks, c = [], width
-        for i, c_out in enumerate((width, 2 * width, 4 * width, 8 * width)):
-            for j in range(2):
+        for i, mult in enumerate(stages):
+            c_out = mult * width
+            for j in range(blocks_per_stage):
                 blocks.append(BasicBlock(norm, c, c_out, 2 if (i > 0 and j == 0) else 1))
                 c = c_out
         self.blocks = nn.Sequential(*blocks)
@@ -102,14 +107,15 @@ class DenseLayer(nn.Module):
 
 
 class DenseNet(nn.Module):
-    """Small DenseNet-BC: 3 dense blocks of 4 layers, growth width/2, compression 0.5."""
+    """Small DenseNet-BC: 3 dense blocks of 4 layers, growth width/2, compression 0.5; the
+    CPU size (arch densenet_cpu): a stride-2 stem and 2 layers per block."""
 
     def __init__(self, norm: str, num_classes: int, in_channels: int, width: int = 16,
-                 layers_per_block: int = 4):
+                 layers_per_block: int = 4, stem_stride: int = 1):
         super().__init__()
         growth = max(width // 2, 2)
         c = 2 * growth
-        self.stem = nn.Conv2d(in_channels, c, 3, 1, 1)
+        self.stem = nn.Conv2d(in_channels, c, 3, stem_stride, 1)
         stages: list[nn.Module] = []
         for b in range(3):
             for _ in range(layers_per_block):
@@ -134,6 +140,11 @@ ARCH_BUILDERS: dict[str, Callable[..., nn.Module]] = {
     "lenet": lambda norm, nc, ic, width, size: LeNet(norm, nc, ic, size),
     "resnet": lambda norm, nc, ic, width, size: ResNet(norm, nc, ic, width),
     "densenet": lambda norm, nc, ic, width, size: DenseNet(norm, nc, ic, width),
+    # CPU-sized: one 12-min replicate of a grid cell on 2 cores (README "The zoo")
+    "resnet_cpu": lambda norm, nc, ic, width, size: ResNet(
+        norm, nc, ic, width, stages=(1, 2, 4), blocks_per_stage=1, stem_stride=2),
+    "densenet_cpu": lambda norm, nc, ic, width, size: DenseNet(
+        norm, nc, ic, width, layers_per_block=2, stem_stride=2),
 }
 
 
