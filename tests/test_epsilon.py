@@ -137,12 +137,14 @@ def _membership(bounds: list[float], accountant: list[float], ceiling: float = 7
 def test_dp_audit_rule_passes_below_and_fails_above_the_accountant():
     """Held to the replace-one ε; "uninformative" where no ceiling reaches it."""
     from bnmem.report.mitigation import dp_audit, mitigation_section
-    assert dp_audit(_membership([0.3, 1.9], [2.0, 2.0]))[0] == "passes"
-    word, broken = dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))
+    assert dp_audit(_membership([0.3, 1.9], [2.0, 2.0]))["groupnorm_dp_eps2"][0] == "passes"
+    word, broken = dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))["groupnorm_dp_eps2"]
     assert word == "fails" and broken.count("12 epochs") == 3 and "2.40 > 2.00" in broken
-    assert dp_audit(_membership([0.0, 0.0], [9.0, 9.0]))[0] == "uninformative"
+    assert set(dp_audit(_membership([0.3, 2.4], [2.0, 2.0]))) == {"groupnorm_dp_eps2"}  # DP arms only
+    assert dp_audit(_membership([0.0, 0.0], [9.0, 9.0]))["groupnorm_dp_eps2"][0] == "uninformative"
     text = "\n".join(mitigation_section(_membership([0.3, 2.4], [2.0, 2.0]), 1e-5))
-    assert "**DP audit fails**" in text
-    assert "**DP audit passes**" in "\n".join(mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5))
-    assert "**DP audit uninformative**" in "\n".join(
+    assert "`groupnorm_dp_eps2` **fails** at 12 epochs all" in text
+    assert "`groupnorm_dp_eps2` passes (" in "\n".join(
+        mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5))
+    assert "`groupnorm_dp_eps2` uninformative (" in "\n".join(
         mitigation_section(_membership([0.0, 0.0], [9.0, 9.0]), 1e-5))

@@ -90,17 +90,17 @@ def mitigation_section(membership: dict, delta: float, unfit: dict | None = None
                          f"{acc['epsilon_substitution_max'][i]:.2f} | "
                          f"{_eps({k: v['epsilon_lo'] for k, v in e.items()})} | "
                          f"{_eps({k: v.get('ceiling') for k, v in e.items()})} |")
-        word, detail = dp_audit(membership)
-        L += ["", {"fails": f"**DP audit fails**: the empirical lower bound exceeds the "
-                            f"replace-one ε at {detail} (a wrong accountant or DP-SGD, or "
-                            "trials too dependent for Clopper–Pearson).",
-                   "passes": "**DP audit passes**: the empirical lower bound stays at or "
-                             "below the replace-one ε wherever its ceiling could exceed it "
-                             f"({detail}).",
-                   "uninformative": "**DP audit uninformative**: at every endpoint and "
-                                    "subset the ceiling lies below the replace-one ε, so "
-                                    "these trial counts could not show a violation (more "
-                                    "models or samples, or crafted canaries, would)."}[word]]
+        L += ["", "**DP audit** (the empirical lower bound against the replace-one ε, by "
+              "endpoint and subset): " + "; ".join(
+                  f"`{arm}` " + {"fails": f"**fails** at {detail} (a wrong accountant or "
+                                          "DP-SGD, or trials too dependent for "
+                                          "Clopper–Pearson)",
+                                 "passes": f"passes ({detail})",
+                                 "uninformative": "uninformative (every ceiling lies below "
+                                                  "its replace-one ε: these trial counts "
+                                                  "could not show a violation; more models "
+                                                  "or samples, or crafted canaries, would)"}[word]
+                  for arm, (word, detail) in dp_audit(membership).items()) + "."]
     return L + ([""] if L else [])
 
 
@@ -109,28 +109,27 @@ def _ends(membership: dict, arm: str) -> list[dict]:
     return (fr.get(arm) or {}).get("empirical_epsilon") or [membership["arms"][arm]["empirical_epsilon"]]
 
 
-def dp_audit(membership: dict) -> tuple[str, str]:
-    """The DP arms' audit, by a rule fixed in advance: "fails" where an empirical ε (95 %
+def dp_audit(membership: dict) -> dict[str, tuple[str, str]]:
+    """Each DP arm's audit, by a rule fixed in advance: "fails" where an empirical ε (95 %
     lower bound, any subset and endpoint) exceeds the arm's replace-one ε there (the
-    largest over its shadow models); else "passes" if at least one (endpoint, subset)
-    had a ceiling above it (a violation was possible), "uninformative" if none had.
-    Returns (word, detail)."""
+    largest over its shadow models); else "passes" if at least one (endpoint, subset) had
+    a ceiling above it (a violation was possible), "uninformative" if none had.
+    Returns {arm: (word, detail)}."""
     budgets = (membership.get("frontier") or {}).get("budgets") or []
-    broken, testable = [], 0
+    out = {}
     for arm, m in membership["arms"].items():
         acc = m.get("dp_accountant")
         if not acc:
             continue
+        broken, testable = [], 0
         for i, e in enumerate(_ends(membership, arm)):
             limit = acc["epsilon_substitution_max"][i]
             for sub, b in e.items():
                 if b["epsilon_lo"] is not None and b["epsilon_lo"] > limit:
                     epochs = budgets[i] if i < len(budgets) else "final"
-                    broken.append(f"`{arm}` {epochs} epochs {sub} ({b['epsilon_lo']:.2f} > "
-                                  f"{limit:.2f})")
+                    broken.append(f"{epochs} epochs {sub} ({b['epsilon_lo']:.2f} > {limit:.2f})")
                 testable += (b.get("ceiling") or 0) > limit
-    if broken:
-        return "fails", "; ".join(broken)
-    if testable:
-        return "passes", f"{testable} endpoint-subsets could have failed"
-    return "uninformative", ""
+        out[arm] = (("fails", "; ".join(broken)) if broken else
+                    ("passes", f"{testable} endpoint-subsets could have failed") if testable else
+                    ("uninformative", ""))
+    return out
