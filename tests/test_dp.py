@@ -258,6 +258,8 @@ def test_dp_shadows_record_each_endpoints_accounting(tmp_path):
     assert np.array_equal(again[0]["arrays"]["logits"], out[1]["arrays"]["logits"])
     shard = tmp_path / "shard_0.npz"
     save_npz(shard, model_ids=np.array([0, 1]), **{k: np.stack([m["arrays"][k] for m in out])
-                                                   for k in ("dp_epsilon", "dp_noise_multiplier")})
+                                                   for k in ("dp_epsilon", "dp_noise_multiplier",
+                                                             "dp_epsilon_substitution")})
     summ = accountant_summary([shard])
     assert len(summ["epsilon_max"]) == 2 and max(summ["epsilon_max"]) <= 4.0
+    assert all(4.0 < e <= 8.1 for e in summ["epsilon_substitution_max"])

@@ -148,3 +148,6 @@ def test_dp_audit_rule_passes_below_and_fails_above_the_accountant():
         mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5))
     assert "`groupnorm_dp_eps2` uninformative (" in "\n".join(
         mitigation_section(_membership([0.0, 0.0], [9.0, 9.0]), 1e-5))
+    named = "\n".join(mitigation_section(_membership([0.3, 1.9], [2.0, 2.0]), 1e-5,
+                                         inplace={"groupnorm_dp_eps2": ["layer1.relu"], "none": []}))
+    assert "In-place activations switched off for DP-SGD" in named and "`layer1.relu`" in named

@@ -158,6 +158,8 @@ def combine(reps: list[dict], fit_rule: dict) -> dict:
             pts = [(r["deltas"].get(pair) or {}).get(fig) or {} for r in reps]
             c = across_replicates([p.get("value") for p in pts], [p.get("lo") for p in pts],
                                   [p.get("hi") for p in pts])
+            if len(reps) == 1 and pts[0].get("value") is not None:  # its own interval only
+                c.update({k: pts[0].get(k) for k in ("value", "lo", "hi")}, single=True)
             c["per_replicate"] = [p.get("value") for p in pts]
             deltas[pair][fig] = c
     arms = sorted({a for r in reps for a in r["fit"]})
@@ -175,7 +177,8 @@ def _cell_text(p: dict | None, mde: bool = False) -> str:
         return "—"
     ci = f" [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]" if p.get("lo") is not None else ""
     det = f"; detects ±{100 * p['mde']:.1f}" if mde and p.get("mde") is not None else ""
-    return f"{100 * p['value']:+.2f}{ci}{det}"
+    one = " (1 replicate: its own interval)" if p.get("single") else ""
+    return f"{100 * p['value']:+.2f}{ci}{det}{one}"
 
 
 def threshold(params: dict) -> float:

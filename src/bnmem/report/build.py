@@ -139,6 +139,7 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
                   "pool_sha256": hashlib.sha256(Path(inp["pool"]).read_bytes()).hexdigest()[:16],
                   "n_shards": len(cfg.shadow.shard_ids), "cpu_level": kernels["level"]}
     render(Path(out["report"]), cfg, results, train, grads, attack, membership, theory, figures,
-           kind, provenance, exposure, {a: list(records[a].spec.swapped or []) for a in arms})
+           kind, provenance, exposure, {a: list(records[a].spec.swapped or []) for a in arms},
+           {a: list(records[a].spec.inplace_off or []) for a in arms})
 
 

@@ -59,7 +59,8 @@ def _claim_cell(row: dict, point: str) -> str:
 def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, attack: dict,
            membership: dict, theory: dict, figures: dict[str, Path], kind: np.ndarray,
            provenance: dict | None = None, exposure: dict | None = None,
-           swapped: dict[str, list[str]] | None = None) -> None:
+           swapped: dict[str, list[str]] | None = None,
+           inplace: dict[str, list[str]] | None = None) -> None:
     """Write report.md (figures linked relative to the report's folder)."""
     arms = list(cfg.arms)
     rel = {k: os.path.relpath(v, path.parent) for k, v in figures.items()}
@@ -152,7 +153,7 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
                      f"| {row['claim']} | {row['judged_at']} | {_claim_cell(row, 'equal_epochs')} | "
                      f"— | — | {_claim_cell(row, 'matched_fit')} | {row['verdict']} | {holm} |")
     L += _frontier_section(membership, rel)
-    L += mitigation_section(membership, cfg.dp.delta, unfit)
+    L += mitigation_section(membership, cfg.dp.delta, unfit, inplace)
     L += _null_section(attack, arms, variant)
     L += ["", f"## Membership inference (`{variant}`)", "",
           "| arm | AUC all | AUC clean | AUC flipped | AUC OOD | TPR at FPR 1e-3, all | "

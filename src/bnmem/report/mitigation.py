@@ -28,9 +28,11 @@ def _level(v) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.3f}"
 
 
-def mitigation_section(membership: dict, delta: float, unfit: dict | None = None) -> list[str]:
+def mitigation_section(membership: dict, delta: float, unfit: dict | None = None,
+                       inplace: dict[str, list[str]] | None = None) -> list[str]:
     """The mitigations table and the DP accounting table. `unfit`: arms that missed the
-    fit rule (their rows read "not evidence")."""
+    fit rule (their rows read "not evidence"); `inplace`: per DP arm, the in-place
+    activations switched off for Opacus (ModelSpec.inplace_off), named in the report."""
     rows = membership.get("mitigations") or []
     arms = membership["arms"]
     unfit = unfit or {}
@@ -90,6 +92,12 @@ def mitigation_section(membership: dict, delta: float, unfit: dict | None = None
                          f"{acc['epsilon_substitution_max'][i]:.2f} | "
                          f"{_eps({k: v['epsilon_lo'] for k, v in e.items()})} | "
                          f"{_eps({k: v.get('ceiling') for k, v in e.items()})} |")
+        off = {a: names for a, names in (inplace or {}).items() if names}
+        if off:
+            L += ["", "In-place activations switched off for DP-SGD (Opacus' hooks cannot see "
+                  "through them; the same modules compute out of place): " + "; ".join(
+                      f"`{a}`: {', '.join(f'`{n}`' for n in names)}" for a, names in off.items())
+                  + "."]
         L += ["", "**DP audit** (the empirical lower bound against the replace-one ε, by "
               "endpoint and subset): " + "; ".join(
                   f"`{arm}` " + {"fails": f"**fails** at {detail} (a wrong accountant or "
