@@ -18,13 +18,14 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
-         "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "dask"]
+         "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "dask", "dp"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
             "pipeline": "python bench/bench_pipeline.py --scaling",
-            "attack_scale": "python bench/bench_attack_scale.py --sizes 4000 8000 --draws 10 20"}
+            "attack_scale": "python bench/bench_attack_scale.py --sizes 4000 8000 --draws 10 20",
+            "dp": "python bench/bench_dp.py --models 4 --samples 1000 --out bench/results/dp.md"}
 
 
 def machine() -> str:
