@@ -159,6 +159,7 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
     opacus()
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
+    check_model(model)  # before the accountant's seconds: a refused model fails at once
     n, device = len(y), next(model.parameters()).device
     q = min(1.0, cfg.batch_size / n)
     per_epoch = math.ceil(n / cfg.batch_size)
@@ -168,7 +169,6 @@ def train_dp(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfi
     accounting = {"noise_multiplier": sigma, "sample_rate": q, "steps": total,
                   "epsilon": spent, "delta": dp.delta, "max_grad_norm": dp.max_grad_norm,
                   "epsilon_substitution": substitution_epsilon(sigma, q, total, dp.delta)}
-    check_model(model)
     quiet()
     gsm = GradSampleModule(model, loss_reduction="mean")
     # seeded for reproducibility, per budget (two endpoints of one model never share a
