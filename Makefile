@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 FASHION := /usr/share/datasets/fashion-mnist
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale frontier dp
+.PHONY: setup data repro test test-fast bench sweep check-repro clean-venv exp show diff plots audit-example grid fullscale frontier dp memreg
 
 setup: $(STAMP) data
 
@@ -91,3 +91,8 @@ frontier: setup
 # of HEAD, outputs to results/dp/
 dp: setup
 	python tools/fullscale.py --config dp.yaml --out results/dp --workdir /tmp/bnmem-dp
+
+# the memorization regime at 64 shadows (README "The memorization regime"): memreg.yaml over
+# params.yaml (pool 10 000, 64 shadows per arm, 3 annealed endpoints), outputs to results/memreg/
+memreg: setup
+	python tools/fullscale.py --config memreg.yaml --out results/memreg --workdir /tmp/bnmem-memreg
