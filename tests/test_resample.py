@@ -121,3 +121,26 @@ def test_low_fpr_tpr_only_where_supported():
     ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
     row = arm_draw(d, ps, [], np.ones(6, np.int64), np.ones(200), kind, "lira_online_fixed", True)
     assert np.isnan(row["tpr_low_all"]) and np.isfinite(row["auc_all"])
+    assert "tpr_vlow_all" not in row  # TPR at 1e-4: not even a key below 100 000 negatives
+
+
+def test_tpr_at_1e4_in_the_draws_matches_the_plain_roc():
+    """From 100 000 negative (model, sample) pairs on, every draw carries TPR at FPR 1e-4;
+    draw 0's equals the plain ROC's (the stage's evaluate path), and a model+sample
+    draw moves it."""
+    m, n = 8, 26_000  # 4 x 26 000 = 104 000 negatives: 10.4 false positives at 1e-4
+    kind = np.zeros(n, np.int8)
+    rng = np.random.default_rng(5)
+    keep = keep_matrix(m, n, 0)
+    strong = rng.random(n) < 0.02  # a few samples leak a lot: TPR at 1e-4 well above 0
+    phi = rng.normal(size=(m, n, 1)) + (keep * (0.2 + 5.0 * strong))[..., None]
+    d = {"phi": phi, "keep": keep, "correct": phi[..., 0] > 0, "model_ids": np.arange(m)}
+    ps = PairSignals.build(phi, keep, d["model_ids"])
+    counts, weights, _ = draw_plan(kind, m // 2, 2, np.random.default_rng(2))
+    rows = [arm_draw(d, ps, [], c, w, kind, "lira_online_fixed", True)
+            for c, w in zip(counts, weights)]
+    plain = loo_lira(phi, keep, d["model_ids"], variants=("lira_online_fixed",))
+    ref = roc_summary(*roc_points(plain["lira_online_fixed"], keep))
+    assert rows[0]["tpr_vlow_all"] == pytest.approx(float(ref["tpr_at_fpr_1e-4"]), abs=1e-12)
+    assert 0.005 < rows[0]["tpr_vlow_all"] < rows[0]["tpr_low_all"]
+    assert rows[1]["tpr_vlow_all"] != rows[0]["tpr_vlow_all"]

@@ -27,6 +27,7 @@ from bnmem.attack.matched import at_fit, common_fit, fit_grid
 from bnmem.attack.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
 
 LOW_FPR = 1e-3  # the headline low-FPR operating point
+VLOW_FPR = 1e-4  # the lower one: supported from 100 000 negative (model, sample) pairs
 
 
 def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
@@ -68,16 +69,17 @@ def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
 
 def _roc(scores: dict[int, np.ndarray], keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
          cols: np.ndarray) -> dict[str, float]:
-    """AUC and TPR at LOW_FPR of the (model, sample) pairs, weighted by mw x sw."""
+    """AUC and TPR at LOW_FPR and VLOW_FPR of the (model, sample) pairs, weighted by mw x sw."""
     rows = np.array(sorted(scores))
     s = np.stack([scores[r][cols] for r in rows])
     lab = keep[np.ix_(rows, cols)]
     w = (mw[rows, None] * sw[None, cols]).ravel()
     if not lab.any() or lab.all():
-        return {"auc": np.nan, "tpr": np.nan}
+        return {"auc": np.nan, "tpr": np.nan, "tpr_vlow": np.nan}
     fpr, tpr = roc_points(s, lab, w[None])
-    summ = roc_summary(fpr[0], tpr[0], levels={"low": LOW_FPR})
-    return {"auc": float(summ["auc"]), "tpr": float(summ["tpr_at_fpr_low"])}
+    summ = roc_summary(fpr[0], tpr[0], levels={"low": LOW_FPR, "vlow": VLOW_FPR})
+    return {"auc": float(summ["auc"]), "tpr": float(summ["tpr_at_fpr_low"]),
+            "tpr_vlow": float(summ["tpr_at_fpr_vlow"])}
 
 
 def _pooled_acc(correct: np.ndarray, sel: np.ndarray, mw: np.ndarray, sw: np.ndarray) -> float:
@@ -135,10 +137,13 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
             continue
         cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
         r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
-             else {"auc": np.nan, "tpr": np.nan})
+             else {"auc": np.nan, "tpr": np.nan, "tpr_vlow": np.nan})
         out[f"auc_{sub}"] = r["auc"]
-        if sub == "all":  # only where the negatives allow >= 10 false positives at LOW_FPR
-            out["tpr_low_all"] = r["tpr"] if tpr_supported(int((~keep).sum()), LOW_FPR) else np.nan
+        if sub == "all":  # only where the negatives allow >= 10 false positives at the FPR
+            n_neg = int((~keep).sum())
+            out["tpr_low_all"] = r["tpr"] if tpr_supported(n_neg, LOW_FPR) else np.nan
+            if tpr_supported(n_neg, VLOW_FPR):  # absent below 100 000 negatives
+                out["tpr_vlow_all"] = r["tpr_vlow"]
     for name, code in KINDS.items():
         sel = keep & (kind == code)[None]
         out[f"in_acc_{name}"] = _pooled_acc(data["correct"], sel, mw, sw)

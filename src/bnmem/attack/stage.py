@@ -176,10 +176,13 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     for arm in shards:
         membership["arms"][arm]["null"] = nulls[arm][variant]
         # the headline TPR only where its false positives come from >= 10 distinct samples
-        support = attack[arm][variant]["all"]["support_1e-3"]
-        membership["arms"][arm]["tpr_low_support"] = support
-        if not support["supported"]:
-            membership["arms"][arm]["tpr_low_all"] = {"value": None, "lo": None, "hi": None}
+        for fig, level in (("tpr_low", "1e-3"), ("tpr_vlow", "1e-4")):
+            if f"{fig}_all" not in membership["arms"][arm]:
+                continue  # TPR at 1e-4: only from 100 000 negatives on
+            support = attack[arm][variant]["all"][f"support_{level}"]
+            membership["arms"][arm][f"{fig}_support"] = support
+            if not support["supported"]:
+                membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None}
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in ("all", "clean", "flipped", "ood")},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
