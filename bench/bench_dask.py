@@ -26,7 +26,8 @@ from pathlib import Path
 import yaml
 
 import bnmem  # noqa: F401  (pins this process and the cluster it starts)
-from bnmem.train.scaleout import LoopbackCluster, cpu_model
+from bnmem.train.cluster import LoopbackCluster
+from bnmem.train.scaleout import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import yaml
 from bnmem.core.config import (
     ConfigError, arm_recipe, config_from_dict, load_config, pipeline_recipe,
 )
-from bnmem.train.scaleout import LoopbackCluster as Cluster
+from bnmem.train.cluster import LoopbackCluster as Cluster
 from conftest import ROOT, run_stage
 
 distributed = pytest.importorskip("distributed", reason="pip install -e '.[dask]'")

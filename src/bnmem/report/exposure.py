@@ -71,7 +71,7 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
                   "attacks need no retraining of your model:", ""] + _attack_table(mine)
         else:
             L += ["No member list given: per-sample exposure and its distribution only (no AUC). "
-                  f"Exposure quantiles: " + ", ".join(f"{q} {v:.2f}" for q, v in
+                  "Exposure quantiles: " + ", ".join(f"{q} {v:.2f}" for q, v in
                                                       mine["distribution"].items()) + ".", ""]
         L += [f"Your model's {k} most exposed samples, and their exposure in bnmem's arms:", ""]
         L += _top_table(mine["top"], [YOURS, *arms])

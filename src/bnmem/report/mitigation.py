@@ -69,7 +69,6 @@ def mitigation_section(membership: dict, delta: float, unfit: dict | None = None
               "`shadow.budgets` (annealed endpoints).", ""]
     dp = {a: m["dp_accountant"] for a, m in arms.items() if m.get("dp_accountant")}
     if dp:
-        fr = (membership.get("frontier") or {}).get("arms", {})
         budgets = (membership.get("frontier") or {}).get("budgets") or []
         L += ["", "## DP-SGD arms: accountant ε against empirical ε", "",
               "Per DP arm and annealed endpoint (every shadow model trained with DP-SGD "
