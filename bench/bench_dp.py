@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import yaml
 
-from bnmem.core.config import arm_recipe, config_from_dict
+from bnmem.core.config import config_from_dict
+from bnmem.core.recipes import arm_recipe
 from bnmem.core.io import load_npz
 from bnmem.data.pool import tensors
 from bnmem.models.spec import model_spec

@@ -4,7 +4,8 @@ import dataclasses
 import pytest
 import yaml
 
-from bnmem.core.config import Config, ConfigError, arm_recipe, config_from_dict, load_config
+from bnmem.core.config import Config, ConfigError, config_from_dict, load_config
+from bnmem.core.recipes import arm_recipe
 
 
 def test_repo_params_load():

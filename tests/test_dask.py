@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bnmem.core.config import (
-    ConfigError, arm_recipe, config_from_dict, load_config, pipeline_recipe,
-)
+from bnmem.core.config import ConfigError, config_from_dict, load_config
+from bnmem.core.recipes import arm_recipe, pipeline_recipe
 from bnmem.train.cluster import LoopbackCluster as Cluster
 from conftest import ROOT, run_stage
 

@@ -18,8 +18,9 @@ from torch import nn
 pytest.importorskip("opacus")
 
 from bnmem.core.config import (  # noqa: E402
-    ConfigError, arm_epsilon, arm_norm, arm_recipe, config_from_dict, dp_arm,
+    ConfigError, arm_epsilon, arm_norm, config_from_dict, dp_arm,
 )
+from bnmem.core.recipes import arm_recipe  # noqa: E402
 from bnmem.core.io import InputError  # noqa: E402
 from bnmem.core.rng import SALT  # noqa: E402
 from bnmem.core.schedule import lr_at  # noqa: E402

@@ -4,7 +4,8 @@ not at matched utility; an arm that overtrains is judged by its best run, and fl
 import numpy as np
 import pytest
 
-from bnmem.core.config import ConfigError, budget_epochs, budget_recipe, load_config
+from bnmem.core.config import ConfigError, load_config
+from bnmem.core.recipes import budget_epochs, budget_recipe
 from bnmem.attack.frontier import (
     compare, draw_compare, overtraining, pareto_at, pareto_grid, train_loss,
 )

@@ -162,7 +162,8 @@ def test_budget_endpoints_are_complete_runs(tiny, one_torch_thread):
     run: same seeds and keep mask, nothing else changed."""
     from dataclasses import replace
 
-    from bnmem.core.config import budget_epochs, budget_recipe, load_config
+    from bnmem.core.config import load_config
+    from bnmem.core.recipes import budget_epochs, budget_recipe
     from bnmem.core.keep import keep_matrix
     from bnmem.data.pool import load_pool, tensors
     from bnmem.train.shadow import train_chunk

@@ -24,7 +24,8 @@ from bnmem.attack.lira import (
 from bnmem.attack import frontier, mitigation
 from bnmem.attack.epsilon import epsilon_lower_bound
 from bnmem.attack import grad_claims
-from bnmem.core.config import Config, budget_epochs, identity_index
+from bnmem.core.config import Config
+from bnmem.core.recipes import budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs

@@ -7,7 +7,6 @@ any output is touched. The library never opens params.yaml itself: stages call
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import types
 import typing
@@ -31,7 +30,7 @@ OTHER_DEFINITION = ("final", "every", "never")  # grads.other_definition; not "o
 INITS = ("default", "kaiming")
 BACKENDS = ("local", "dask")  # shadow.backend: where shadow chunks train (bnmem.train.scaleout)
 # shadow.* keys that choose where and how shadows run, never what they compute: arm recipes
-# leave them out (bnmem.core.config.arm_recipe), so changing them leaves every stage up to date
+# leave them out (bnmem.core.recipes.arm_recipe), so changing them leaves every stage up to date
 EXECUTION_KEYS = ("backend", "resources", "retries", "tls")
 QUERY_RE = re.compile(r"^(identity|hflip|shift_-?\d+_-?\d+)$")
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # your own model: module:function
@@ -399,22 +398,6 @@ def config_from_dict(raw: dict) -> Config:
     return validate(_build(Config, raw))
 
 
-def budget_epochs(cfg: Config) -> tuple[int, ...]:
-    """The extra annealed endpoints: shadow.budgets below train.epochs (a budget at or above
-    it is the train.epochs run itself, already an endpoint; so `-S train.epochs=2` keeps
-    working with the default [1, 2, 4])."""
-    return tuple(b for b in cfg.shadow.budgets if b < cfg.train.epochs)
-
-
-def budget_recipe(cfg: Config, epochs: int) -> Config:
-    """The recipe of a complete run of `epochs` epochs: the schedule (warm-up included)
-    scaled to the budget, nothing else changed."""
-    t = cfg.train
-    warm = math.floor(t.warmup_epochs * epochs / t.epochs + 0.5) if t.warmup_epochs else 0
-    return dataclasses.replace(cfg, train=dataclasses.replace(
-        t, epochs=epochs, checkpoints=(), warmup_epochs=min(warm, epochs - 1)))
-
-
 def load_config(path: str | Path) -> Config:
     """Read params.yaml; a missing or malformed file is a one-line ConfigError."""
     path = Path(path)
@@ -425,57 +408,3 @@ def load_config(path: str | Path) -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     return config_from_dict(raw or {})
-
-
-def arm_recipe(cfg: Config, arm: str) -> dict:
-    """The full, validated config one arm's stages need, as a plain dict.
-
-    Knobs that cannot affect this arm are reset to their defaults (reg_strength and reg for
-    every arm but batchnorm_reg; `arms` becomes [arm]), so changing them leaves this
-    recipe byte-identical and DVC reruns only the arms they touch.
-    """
-    if arm not in cfg.arms:
-        raise ConfigError(f"arms: {arm!r} is not in arms {list(cfg.arms)}")
-    raw = dataclasses.asdict(cfg)
-    raw["arms"] = [arm]
-    raw["seeds"] = []  # replicate stages pass their seed explicitly
-    for key in EXECUTION_KEYS:  # where shadows run is not what they compute
-        del raw["shadow"][key]
-    default = Config()
-    raw["audit"]["top_k"] = default.audit.top_k  # exposure / report only: no retraining
-    raw["audit"]["target_arm"] = default.audit.target_arm
-    raw["audit"]["target_weights"] = raw["audit"]["members"] = None
-    if arm != "batchnorm_reg":
-        raw["reg_strength"] = default.reg_strength
-        raw["reg"] = dataclasses.asdict(default.reg)
-    if dp_arm(arm):  # the recipe states the ε its accountant targets
-        raw["dp"]["epsilon"] = arm_epsilon(cfg, arm)
-    else:  # dp.* touches no other arm's models (the attack stage reads dp.delta from all.yaml)
-        raw["dp"] = dataclasses.asdict(default.dp)
-    return _plain(raw)
-
-
-def pipeline_recipe(cfg: Config) -> dict:
-    """The full, validated config of the whole run as a plain dict, every key resolved (the
-    defaults included) but where shadows run (EXECUTION_KEYS): configure writes it as
-    data/recipes/all.yaml, and the stages that read every arm (attack, exposure, report)
-    read it instead of params.yaml, so switching shadow.backend leaves them up to date."""
-    raw = dataclasses.asdict(cfg)
-    for key in EXECUTION_KEYS:
-        del raw["shadow"][key]
-    return _plain(raw)
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_plain(i) for i in v]
-    if isinstance(v, dict):
-        return {k: _plain(i) for k, i in v.items()}
-    return v
-
-
-def identity_index(queries: tuple[str, ...] | list[str]) -> int:
-    """Which query view is the unaugmented image: `identity`'s position in shadow.queries
-    (the first view when the list has none). Per-epoch tracking, memorization and the
-    exposure null read this view only."""
-    return list(queries).index("identity") if "identity" in queries else 0

@@ -21,7 +21,8 @@ from bnmem.attack.lira import (
     LIRA_VARIANTS, Signals, complement_partner, fit_gaussians, load_shadow, loo_lira,
     memorization, score_lira, signals,
 )
-from bnmem.core.config import Config, identity_index
+from bnmem.core.config import Config
+from bnmem.core.recipes import identity_index
 from bnmem.core.records import ModelSpec
 from bnmem.core.kinds import KINDS, YOURS
 from bnmem.core.io import InputError

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bnmem.core.config import Config, budget_epochs
+from bnmem.core.config import Config
+from bnmem.core.recipes import budget_epochs
 from bnmem.core.io import atomic_path
 from bnmem.report.exposure import exposure_section
 from bnmem.report.mitigation import mitigation_section

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 
 from bnmem.core import cli
-from bnmem.core.config import arm_recipe, load_config, pipeline_recipe
+from bnmem.core.config import load_config
+from bnmem.core.recipes import arm_recipe, pipeline_recipe
 from bnmem.core.io import atomic_path
 
 

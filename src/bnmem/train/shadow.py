@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bnmem.core.config import Config, budget_epochs, budget_recipe, dp_arm
+from bnmem.core.config import Config, dp_arm
+from bnmem.core.recipes import budget_epochs, budget_recipe
 from bnmem.core.io import save_npz
 from bnmem.core.keep import keep_matrix
 from bnmem.core.margin import logit_margin
