@@ -56,6 +56,10 @@ def test_across_replicates_needs_two_usable_replicates_and_states_power():
     tight = across_replicates([0.1] * 3, [0.09] * 3, [0.11] * 3)
     wide = across_replicates([0.1] * 3, [0.0] * 3, [0.2] * 3)
     assert 0 < tight["mde"] < wide["mde"]
+    # replicates far closer together than their own intervals say: spread (Q / (k - 1)) << 1
+    close = across_replicates([0.10, 0.101, 0.099], [0.0] * 3, [0.2] * 3)
+    far = across_replicates([0.0, 0.3, -0.3], [-0.1, 0.2, -0.4], [0.1, 0.4, -0.2])
+    assert close["spread"] < 0.01 < 1 < far["spread"]
 
 
 def _delta(v, lo, hi):

@@ -223,3 +223,22 @@ def test_ratio_p_values_read_on_the_log_scale():
     p_lin, _ = p_values(e, 1, 1.0)
     p_log, _ = p_values(e, 1, 1.0, log=True)
     assert p_log < 0.025 < p_lin
+
+
+def test_p_values_read_a_t_interval_with_its_degrees_of_freedom():
+    """An interval built as t with 2 df (the grid's 3 replicates) read as normal: its sd
+    comes out 2.2x too large, but the normal tail is so much thinner than t(2)'s that
+    far from the threshold the p is hundreds of times too small (and Holm passes what a
+    t(2) interval cannot support)."""
+    from scipy.stats import t as student
+    sd = 0.01
+    half = float(student.ppf(0.975, 2)) * sd
+    e = Evidence(value=0.10, lo=0.10 - half, hi=0.10 + half, training=True)  # 10 sd out
+    p_t, q_t = p_values(e, 1, 0.0, df=2)
+    p_z, _ = p_values(e, 1, 0.0)
+    assert p_t == pytest.approx(float(student.sf(10.0, 2)), rel=1e-9)  # 0.0049
+    assert q_t == pytest.approx(1 - p_t)
+    assert p_z < p_t / 100
+    # near the threshold the two readings cross: 2 sd out, t(2) gives the smaller p
+    near = Evidence(value=0.02, lo=0.02 - half, hi=0.02 + half, training=True)
+    assert p_values(near, 1, 0.0, df=2)[0] < p_values(near, 1, 0.0)[0]

@@ -177,6 +177,8 @@ def _cell_text(p: dict | None, mde: bool = False) -> str:
         return "—"
     ci = f" [{100 * p['lo']:+.2f}, {100 * p['hi']:+.2f}]" if p.get("lo") is not None else ""
     det = f"; detects ±{100 * p['mde']:.1f}" if mde and p.get("mde") is not None else ""
+    if mde and p.get("spread") is not None and not p.get("single"):
+        det += f"; spread {p['spread']:.2f}"
     one = " (1 replicate: its own interval)" if p.get("single") else ""
     return f"{100 * p['value']:+.2f}{ci}{det}{one}"
 
@@ -205,8 +207,12 @@ def auc_verdicts(cells_: list[dict]) -> list[tuple[str, str]]:
         v = judge_criteria(eq, mt, {"fit": fit}, 1, th)[0] if (eq or mt) else "—"
         out.append(v)
         if not c["flagged_arms"] and v != "—":
-            decisive = eq if v in (EQUAL_ONLY, EQUAL_UNMATCHED) or not (mt and mt.usable) else mt
-            fam.append((len(out) - 1, v, *p_values(decisive, 1, th)))
+            use_eq = v in (EQUAL_ONLY, EQUAL_UNMATCHED) or not (mt and mt.usable)
+            decisive = eq if use_eq else mt
+            rec = d.get("auc_identity_equal_epochs" if use_eq else "auc_all_matched_heldout") or {}
+            # a combined cell's interval is Hartung-Knapp's t with k - 1 df: read it so
+            df = None if rec.get("single") or rec.get("replicates", 1) < 2 else rec["replicates"] - 1
+            fam.append((len(out) - 1, v, *p_values(decisive, 1, th, df=df)))
     adjusted = dict(zip((i for i, *_ in fam), holm([v for _, v, _, _ in fam],
                                                    [b for *_, b, _ in fam],
                                                    [s for *_, s in fam])))
@@ -225,7 +231,14 @@ def report(cells_: list[dict], spec: dict, md: Path, png: Path, n_units: int) ->
              "keep masks, init, batch order), random effects with the Hartung–Knapp 95 % "
              "interval (`bnmem.attack.intervals.across_replicates`: it includes "
              "replicate-to-replicate variation; with one replicate a cell has no interval). "
-             "*detects*: the smallest true difference the cell finds with 80 % power. "
+             "*detects*: the smallest true difference the cell finds with 80 % power, from "
+             "the replicates' own intervals. *spread*: Cochran's Q / (k - 1), the replicates' "
+             "spread against their own intervals (1 expected; well below 1 when their "
+             "intervals are too wide, as the matched intervals are in simulation: "
+             "bench/results/coverage_components.md); the Hartung-Knapp interval scales with "
+             "the observed spread, so it narrows there, and with 2 df its width is itself "
+             "uncertain. Holm reads each interval with the quantile it was built with "
+             "(t with k - 1 df). "
              "Verdicts by `bnmem.report.verdict` at the cell's threshold, the primary "
              "criterion matched held-out accuracy (annealed endpoints), matched fit checked "
              "against it; Holm-Bonferroni over the grid's unflagged cells.", "",

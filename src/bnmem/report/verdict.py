@@ -148,11 +148,13 @@ def judge_share(n_above: int, n_layers: int, n_models: int = 1) -> str:
 
 
 def p_values(e: Evidence | None, direction: int, threshold: float,
-             log: bool = False) -> tuple[float, float]:
+             log: bool = False, df: int | None = None) -> tuple[float, float]:
     """One-sided p of (not beyond, not short) of the threshold from a 95 % interval read
-    as normal (half-width 1.96 sd); with `log` (ratios, whose intervals are symmetric on
-    the log scale) value, ends and threshold are read on the log scale. (1, 1) without a
-    usable interval."""
+    as normal (half-width 1.96 sd), or as Student t with `df` degrees of freedom where the
+    interval was built that way (half-width t_{0.975, df} sd: the grid's replicates,
+    df = k - 1); with `log` (ratios, whose intervals are symmetric on the log scale)
+    value, ends and threshold are read on the log scale. (1, 1) without a usable
+    interval."""
     if e is None or not e.usable or e.hi <= e.lo:
         return 1.0, 1.0
     v, lo, hi, t = e.value, e.lo, e.hi, threshold
@@ -160,6 +162,10 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
         if min(v, lo, hi, t) <= 0:
             return 1.0, 1.0
         v, lo, hi, t = (math.log(a) for a in (v, lo, hi, t))
+    if df is not None:
+        from scipy.stats import t as student
+        z = direction * (v - t) / ((hi - lo) / (2 * float(student.ppf(0.975, df))))
+        return float(student.sf(z, df)), float(student.cdf(z, df))
     z = direction * (v - t) / ((hi - lo) / (2 * 1.959964))
     return float(norm.sf(z)), float(norm.cdf(z))
 
