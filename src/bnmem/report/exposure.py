@@ -39,8 +39,8 @@ def _top_table(rows: list[dict], cols: list[str]) -> list[str]:
     return L + [""]
 
 
-def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str, list[str]]
-                     ) -> list[str]:
+def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str, list[str]],
+                     n_pairs: int = 8) -> list[str]:
     """Markdown lines: your model's attack (in an audit), the score distribution per arm,
     the reference arm's most exposed samples across arms, the figure, swapped layers."""
     ref, k = exp["reference_arm"], exp["top_k"]
@@ -54,8 +54,8 @@ def exposure_section(exp: dict, arms: list[str], figure: str, swapped: dict[str,
          "thousand non-members reaches, in every arm alike (table below: held-out shares, "
          "each pair's non-members against the other pairs' null); the calibrated scale ends "
          "at log10(1 + null size), beyond every null value (ties there ranked by the raw "
-         "score). The null's values come from seven-pair fits (leave-one-pair-out), the "
-         "target's raw score from all eight pairs, whose less noisy Gaussian should read a "
+         f"score). The null's values come from {n_pairs - 1}-pair fits (leave-one-pair-out), "
+         f"the target's raw score from all {n_pairs} pairs, whose less noisy Gaussian should read a "
          "little less extreme, so calibrated target exposures lean low (conservative; not "
          "measured). Each arm's target model "
          "trained on the whole pool, its shadows on half of it: part of every arm's "

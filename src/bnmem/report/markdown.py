@@ -197,7 +197,8 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
     L += _theory_section(theory)
     L += _seeds_section(results.get("seeds") or {})
     if exposure:
-        L += exposure_section(exposure, arms, rel["exposure"], swapped or {})
+        L += exposure_section(exposure, arms, rel["exposure"], swapped or {},
+                              cfg.shadow.n_models // 2)
     L += _provenance_section(cfg, provenance or {})
     L += ["## Caveats", "",
           "- One training seed by default (`seeds: []`): the shadow models carry the training "
@@ -222,8 +223,10 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "leakage share them).",
           "- The gamma/sigma regularizer is our own form (the paper gives none): "
           "reg_strength x mean over BN channels of relu(|gamma|/sigma_B - target)^2.",
-          "- Small default scale (LeNet, 2 000-sample pool) so the pipeline runs in minutes "
-          "on a laptop CPU; README.md describes the paper's scale."]
+          f"- Scale: {cfg.arch}, {cfg.pool_size or 'every'}-sample pool, "
+          f"{cfg.shadow.n_models} shadow models per arm (the defaults: lenet, 2000, 16, so "
+          "the pipeline runs in minutes on a laptop CPU); README.md describes the paper's "
+          "scale."]
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(L) + "\n")
 
