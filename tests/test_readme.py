@@ -17,6 +17,7 @@ def _norm(text: str) -> str:
     ("## What the default run shows", "report.md"),             # the default dvc repro
     ("## What to use instead of BN", "results/dp/report.md"),   # make dp
     ("## The memorization regime", "results/memreg/report.md"),  # make memreg
+    ("## The zoo", "results/grid.md"),                           # make grid
 ])
 def test_readme_numbers_come_from_the_report(heading, report):
     readme = (ROOT / "README.md").read_text()
