@@ -16,10 +16,9 @@ import time
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 import numpy as np
 
-from bnmem.attack.coverage_matched import VARIANT, simulate
+from bnmem.attack.coverage_matched import endpoint_draws, simulate
 from bnmem.attack.frontier import _series, draw_compare, pareto_grid
-from bnmem.attack.lira import PairSignals
-from bnmem.attack.resample import arm_draw, draw_designs
+from bnmem.attack.resample import draw_designs
 
 from bench_coverage import _cpu
 
@@ -34,20 +33,11 @@ def one(args: tuple) -> dict:
     kind = np.zeros(N, np.int8)
     kind[: N // 10] = 1
     phi, keep = simulate(M, N, kind, seed)
-    p, ids = M // 2, np.arange(M)
+    p = M // 2
     counts, weights, seg = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                         COMPONENTS)
-    ends = []
-    for arm in phi:
-        per = []
-        for q in arm:
-            data = {"phi": q, "keep": keep, "correct": q[..., 0] > 0, "model_ids": ids}
-            ps, cache = PairSignals.build(q, keep, ids), {}
-            per.append([arm_draw(data, ps, [], c, w, kind, VARIANT, True, cache)
-                        for c, w in zip(counts, weights)])
-        ends.append([[e[r] for e in per] for r in range(len(counts))])
     rows = []
-    for ea, eb in zip(*ends):
+    for ea, eb in zip(*endpoint_draws(phi, keep, kind, counts, weights)):
         r = draw_compare(ea, eb, "heldout", FIGS)
         ua, ub = _series(ea, "out_acc_clean", 1.0), _series(eb, "out_acc_clean", 1.0)
         fixed = [pareto_grid(ua, _series(ea, f, None), [level])[0]

@@ -60,11 +60,12 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
     return phi, keep
 
 
-def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
-          weights: np.ndarray) -> np.ndarray:
-    """[draws, figures]: a - b of every FIGURES entry, one row per draw."""
+def endpoint_draws(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
+                   weights: np.ndarray) -> list[list[list[dict]]]:
+    """Every draw's figures per arm and endpoint through the production path (arm_draw):
+    [arm][draw][endpoint]."""
     ids = np.arange(keep.shape[0])
-    ends = []  # [arm][draw][endpoint]
+    ends = []
     for arm in phi:
         per_end = []
         for p in arm:
@@ -73,8 +74,14 @@ def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarra
             per_end.append([arm_draw(data, ps, [], c, w, kind, VARIANT, True, cache)
                             for c, w in zip(counts, weights)])
         ends.append([[per_end[k][r] for k in range(len(per_end))] for r in range(len(counts))])
+    return ends
+
+
+def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
+          weights: np.ndarray) -> np.ndarray:
+    """[draws, figures]: a - b of every FIGURES entry, one row per draw."""
     out = []
-    for ea, eb in zip(*ends):
+    for ea, eb in zip(*endpoint_draws(phi, keep, kind, counts, weights)):
         r = draw_compare(ea, eb, "heldout", ("auc_all", "fz_flipped", "tpr_low_all"))
         out.append([r[key] for _, key in FIGURES])
     return np.array(out, dtype=np.float64)
