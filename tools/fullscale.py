@@ -11,7 +11,8 @@ the default pipeline's committed outputs stay those of the default params. Wall 
 stage is the time from DVC's "Running stage" line to the next one; peak memory is the
 proportional set size (PSS: a page shared by n processes counts 1/n in each, so forked
 workers are not counted twice; RSS where PSS is unreadable) summed over the whole process
-tree (DVC, the stage, its worker processes), sampled every 0.5 s (at 0.2 s the sampler itself took ~15 % of a core in the memreg run).
+tree (DVC, the stage, its worker processes), sampled every 0.5 s (at 0.2 s the sampler
+itself took ~15 % of a core in the memreg run).
 """
 from __future__ import annotations
 
