@@ -6,6 +6,7 @@ import yaml
 
 from bnmem.core.config import Config, ConfigError, config_from_dict, load_config
 from bnmem.core.recipes import arm_recipe
+from conftest import ROOT
 
 
 def test_repo_params_load():
@@ -62,3 +63,20 @@ def test_recipe_isolates_reg_knobs(tmp_path):
     path.write_text(yaml.safe_dump(arm_recipe(b, "batchnorm_reg")))
     back = load_config(path)
     assert back.arms == ("batchnorm_reg",) and back.reg_strength == 0.7
+
+
+@pytest.mark.parametrize("name", ["fullscale.yaml", "frontier.yaml", "dp.yaml", "memreg.yaml"])
+def test_driver_configs_set_valid_params(name):
+    """Every committed tools/fullscale.py config names existing params and gives a valid
+    config (a typo would fail only after the worktree is built, in `configure`)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fullscale", ROOT / "tools" / "fullscale.py")
+    fullscale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fullscale)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    overrides = yaml.safe_load((ROOT / name).read_text())
+    cfg = config_from_dict(fullscale.apply(params, overrides))
+    assert cfg.pool_size == overrides.get("pool_size", cfg.pool_size)
+    with pytest.raises(SystemExit, match="no_such_key"):
+        fullscale.apply(yaml.safe_load((ROOT / "params.yaml").read_text()),
+                        {"shadow.no_such_key": 1})
