@@ -182,3 +182,13 @@ def test_no_stage_depends_on_where_shadows_run():
         if name in ("attack", "exposure", "report"):
             assert "--params data/recipes/all.yaml" in stage["cmd"] and not keys, name
             assert "data/recipes/all.yaml" in stage["deps"], name
+
+
+@pytest.mark.parametrize("stage", ["configure", "attack", "report"])
+def test_stages_that_run_no_model_never_load_torch(stage):
+    """The configure, attack and report stages run no model: starting them loads neither
+    torch nor torchvision (a fresh interpreter), which saves torch's import time per start."""
+    code = (f"import sys, bnmem.stages.{stage}\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] in ('torch', 'torchvision')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -14,25 +14,20 @@ from __future__ import annotations
 import gzip
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from bnmem.core.io import DataError
+from bnmem.data.stats import channel_stats
+
+if TYPE_CHECKING:  # annotations only
+    import torch
 
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 NUM_CLASSES = {"fashion_mnist": 10, "mnist": 10, "cifar10": 10, "cifar100": 100}
 OOD_SOURCE = {"fashion_mnist": "mnist", "mnist": "fashion_mnist",
               "cifar10": "cifar100", "cifar100": "cifar10"}
-# Per-channel mean / std of the training images (0-1 scale).
-_STATS = {
-    "fashion_mnist": ((0.2860,), (0.3530,)),
-    "mnist": ((0.1307,), (0.3081,)),
-    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
-    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
-}
-
-
 @dataclass(frozen=True)
 class Images:
     x: np.ndarray  # uint8 [N, C, H, W]
@@ -40,23 +35,12 @@ class Images:
     index: np.ndarray | None = None  # int64 [N] row in the source's training split (None: 0..N-1)
 
 
-def channel_stats(dataset: str, pool_x: np.ndarray | None = None
-                  ) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Per-channel (mean, std) on the 0-1 scale: published values for the built-in datasets;
-    for your own dataset, those of the prepared pool's images (`pool_x`, uint8 [N, C, H, W])."""
-    if dataset in _STATS:
-        return _STATS[dataset]
-    if pool_x is None:
-        raise ValueError(f"{dataset}: normalizing your own dataset needs the pool's images")
-    v = np.asarray(pool_x, dtype=np.float64) / 255.0
-    std = v.std(axis=(0, 2, 3))
-    return tuple(v.mean(axis=(0, 2, 3)).tolist()), tuple(np.where(std > 0, std, 1.0).tolist())
-
-
 def preprocess(x: np.ndarray | torch.Tensor, dataset: str,
                pool_x: np.ndarray | None = None) -> torch.Tensor:
     """uint8 [N, C, H, W] -> float32 tensor scaled to [0, 1] and normalized per channel
     (`channel_stats`; your own dataset needs `pool_x`)."""
+    import torch  # here, not at module level: the report stage reads this package without torch
+
     t = torch.as_tensor(np.asarray(x)).float().div_(255.0)
     mean, std = channel_stats(dataset, pool_x)
     mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
@@ -201,6 +185,8 @@ def match_format(x: np.ndarray, channels: int, size: int | tuple[int, int]) -> n
         x = (x.mean(axis=1, keepdims=True).round().astype(np.uint8) if channels == 1
              else np.repeat(x, channels, axis=1))
     if x.shape[2] != h or x.shape[3] != w:
+        import torch
+
         t = torch.nn.functional.interpolate(torch.as_tensor(x).float(), size=(h, w),
                                             mode="bilinear", align_corners=False)
         x = t.round().clamp(0, 255).to(torch.uint8).numpy()

@@ -13,7 +13,7 @@ import pandas as pd
 from bnmem.report import plots
 from bnmem.core.config import Config
 from bnmem.core.kinds import CLEAN, FLIPPED, OOD
-from bnmem.data.images import channel_stats
+from bnmem.data.stats import channel_stats
 from bnmem.core.io import InputError, load_json, load_npz, save_json
 from bnmem.core.records import TargetRecord
 from bnmem.attack.stage import comparison_pairs, headline_deltas
