@@ -137,3 +137,24 @@ def test_budgets_in_params(tmp_path):
     path.write_text(yaml.safe_dump(params))
     with pytest.raises(ConfigError, match="shadow.budgets"):
         load_config(path)
+
+
+def test_pareto_source_names_where_the_minimum_comes_from():
+    """pareto_source points at the endpoint (i) or segment crossing (i + 0.5) whose value
+    pareto_at returns; two endpoints of near-equal utility and very different leakage
+    flip the source when the level moves a little (the instability the report flags)."""
+    from bnmem.attack.frontier import pareto_at, pareto_source
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        u, y = np.sort(rng.random(4)), rng.random(4)
+        lv = float(rng.uniform(u.min(), u.max()))
+        src = pareto_source(u, y, lv)
+        i = int(src)
+        val = y[i] if src == i else y[i] + (lv - u[i]) / (u[i + 1] - u[i]) * (y[i + 1] - y[i])
+        assert val == pytest.approx(pareto_at(u, y, lv), abs=1e-12)
+    u, y = np.array([0.815, 0.859, 0.858]), np.array([0.53, 0.59, 0.66])  # memreg's none
+    assert pareto_source(u, y, 0.859) == 1.0   # the 10-epoch endpoint itself
+    assert pareto_source(u, y, 0.8585) == 0.5  # just below it: the 4 -> 10 crossing
+    u2 = np.array([0.815, 0.857, 0.859])  # the 10-epoch model's utility drawn a bit lower
+    assert pareto_source(u2, y, 0.858) == 1.5  # now the 10 -> 20 segment's crossing
+    assert np.isnan(pareto_source(u, y, 0.9))

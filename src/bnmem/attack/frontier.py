@@ -116,6 +116,21 @@ def pareto_at(u: np.ndarray, y: np.ndarray, level: float) -> float:
     return float(min(vals)) if vals else np.nan
 
 
+def pareto_source(u: np.ndarray, y: np.ndarray, level: float) -> float:
+    """Where pareto_at's minimum comes from: endpoint i (i), or the crossing of segment
+    (i, i + 1) (i + 0.5); nan when no point reaches `level`. Draws whose source differs
+    from the point estimate's switch endpoints: a non-smooth statistic there."""
+    u, y = np.asarray(u, float), np.asarray(y, float)
+    if not (np.isfinite(u).all() and np.isfinite(y).all()) or not np.isfinite(level):
+        return np.nan
+    cands = [(y[i], float(i)) for i in range(u.size) if u[i] >= level - 1e-12]
+    for i in range(u.size - 1):
+        u0, u1 = u[i], u[i + 1]
+        if (u0 - level) * (u1 - level) < 0:
+            cands.append((y[i] + (level - u0) / (u1 - u0) * (y[i + 1] - y[i]), i + 0.5))
+    return min(cands)[1] if cands else np.nan
+
+
 def pareto_grid(u: np.ndarray, y: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """pareto_at at every level at once (vectorized; tests check it against pareto_at)."""
     u, y, lv = np.asarray(u, float), np.asarray(y, float), np.asarray(levels, float)[:, None]
@@ -171,6 +186,7 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
         d = pa - pb
         out[f] = float(d[0])
         out[f"{f}_arms"] = (float(pa[0]), float(pb[0]))
+        out[f"{f}_source"] = (pareto_source(ua, ya, level), pareto_source(ub, yb, level))
         out[f"{f}_overlap"] = float(np.mean(d[1:])) if grid.size else np.nan
     return out
 
@@ -201,7 +217,10 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
                                "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan, f),
                                # each arm's own value there (point estimates): the floor rule
                                "arms_at_common": [None if not np.isfinite(v) else float(v)
-                                                  for v in rows[0][f"{f}_arms"]]}
+                                                  for v in rows[0][f"{f}_arms"]],
+                               # share of draws whose Pareto minimum comes from another
+                               # endpoint or segment than the point's, per arm
+                               "pareto_flips": _flips(rows, f)}
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
@@ -217,6 +236,24 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
     out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
+    return out
+
+
+def _flips(rows: list[dict], f: str) -> list[float | None]:
+    """Per arm, the share of draws (after draw 0) whose Pareto source at the common point
+    differs from draw 0's; None where draw 0 has none (no utility criterion)."""
+    key = f"{f}_source"
+    if key not in rows[0] or len(rows) < 2:
+        return [None, None]
+    out = []
+    for j in range(2):
+        s0 = rows[0][key][j]
+        if not np.isfinite(s0):
+            out.append(None)
+            continue
+        src = np.array([r[key][j] if key in r else np.nan for r in rows[1:]], float)
+        ok = np.isfinite(src)
+        out.append(float((src[ok] != s0).mean()) if ok.any() else None)
     return out
 
 

@@ -7,6 +7,8 @@ import numpy as np
 from bnmem.core.config import Config
 from bnmem.report.cells import _est, _f, _tup
 
+FLIP_SHARE = 0.10  # share of draws whose Pareto source differs: reported as unstable
+
 
 def _frontier_section(membership: dict, rel: dict) -> list[str]:
     fr = membership.get("frontier") or {}
@@ -51,6 +53,17 @@ def _frontier_section(membership: dict, rel: dict) -> list[str]:
                      f"{_est(f['tpr_low_all']['at_common'], 100, True, 2)} | "
                      f"{_est(f['fz_flipped']['at_common'], 100, True, 2)} | "
                      f"{_est(f['fz_ood']['at_common'], 100, True, 2)} |")
+    flips = []
+    for pair, cmp in fr["compare"].items():
+        c = cmp["criteria"].get(fr["primary"], {}).get("figures", {}).get("auc_all", {})
+        for side, share in zip(pair.split("_minus_"), c.get("pareto_flips") or []):
+            if share is not None and share >= FLIP_SHARE:
+                flips.append(f"{pair.replace('_minus_', ' - ')}: `{side}` in {100 * share:.0f} %")
+    L += ["", f"Pareto choice at the primary common point (AUC all): where ≥ {100 * FLIP_SHARE:.0f} % "
+          "of the draws take an arm's least leakage from another endpoint or segment than the "
+          "point estimate does, the statistic jumps between endpoints there, its draws are "
+          "bimodal and ±1.96 sd describes them poorly (the coverage simulation does not "
+          "cover this case): " + ("; ".join(flips) if flips else "none") + "."]
     L += ["", "At equal budgets (arm − base at each budget's endpoint; AUC all, points):", "",
           "| pair | " + " | ".join(f"{b} epochs" for b in fr["budgets"]) + " |",
           "|---|" + "---|" * len(fr["budgets"])]
