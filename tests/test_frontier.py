@@ -158,3 +158,25 @@ def test_pareto_source_names_where_the_minimum_comes_from():
     u2 = np.array([0.815, 0.857, 0.859])  # the 10-epoch model's utility drawn a bit lower
     assert pareto_source(u2, y, 0.858) == 1.5  # now the 10 -> 20 segment's crossing
     assert np.isnan(pareto_source(u, y, 0.9))
+
+
+def test_diverged_budget_run_is_named_not_blamed_on_a_crash(tmp_path):
+    """A shard whose budget run diverged (nan logits): one line naming the model and the
+    budget, saying a rerun repeats it (training is seeded) and what to change."""
+    from bnmem.core.io import InputError
+    from bnmem.attack.frontier import load_budget_logits
+    m, n = 4, 6
+    bl = np.zeros((m, 2, n, 1, 3), np.float32)
+    bl[2, 0, 1, 0, 0] = np.nan  # model id 12 at the first budget
+    path = tmp_path / "shard_0.npz"
+    np.savez(path, keep=np.zeros((m, n), bool), model_ids=np.arange(10, 14),
+             budget_logits=bl, budgets=np.array([1, 2]))
+    with pytest.raises(InputError) as err:
+        load_budget_logits([path], n, (1, 2))
+    msg = str(err.value)
+    assert "model 12 at 1 epochs" in msg and "diverge" in msg and "\n" not in msg
+    assert "model 13" not in msg and "at 2 epochs" not in msg
+    bl[2, 0, 1, 0, 0] = 0.0
+    np.savez(path, keep=np.zeros((m, n), bool), model_ids=np.arange(10, 14),
+             budget_logits=bl, budgets=np.array([1, 2]))
+    assert load_budget_logits([path], n, (1, 2)).shape == (m, 2, n, 1, 3)

@@ -70,8 +70,15 @@ def load_budget_logits(paths: list, n_samples: int, budgets: tuple[int, ...]) ->
         if bl.ndim != 5 or bl.shape[:3] != (m, len(budgets), n_samples):
             raise InputError(f"{path}: budget_logits {bl.shape} do not fit "
                              f"[m={m}, B={len(budgets)}, N={n_samples}, Q, C]")
-        if not np.isfinite(bl).all():
-            raise InputError(f"{path}: non-finite budget_logits; re-run the shadow stage")
+        if not np.isfinite(bl).all():  # a diverged run: training is seeded, a rerun repeats it
+            bad = ~np.isfinite(bl).reshape(m, len(budgets), -1).all(axis=2)
+            which = [f"model {int(z['model_ids'][i])} at {int(budgets[j])} epochs"
+                     for i, j in zip(*np.nonzero(bad))]
+            raise InputError(f"{path}: non-finite budget_logits ({', '.join(which[:4])}"
+                             f"{', …' if len(which) > 4 else ''}): those runs diverged, and "
+                             "training is seeded, so a rerun diverges again; lower train.lr or "
+                             "raise train.warmup_epochs (a budget's warm-up is scaled down with "
+                             "its epochs)")
     order = np.argsort(np.concatenate([z["model_ids"] for z in parts]))
     return np.concatenate([z["budget_logits"] for z in parts])[order]
 
