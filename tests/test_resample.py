@@ -144,3 +144,10 @@ def test_tpr_at_1e4_in_the_draws_matches_the_plain_roc():
     assert rows[0]["tpr_vlow_all"] == pytest.approx(float(ref["tpr_at_fpr_1e-4"]), abs=1e-12)
     assert 0.005 < rows[0]["tpr_vlow_all"] < rows[0]["tpr_low_all"]
     assert rows[1]["tpr_vlow_all"] != rows[0]["tpr_vlow_all"]
+    # the null: the same logits with a fake keep mask (no model trained on it) give TPR
+    # at 1e-4 near 1e-4, and far below the real one
+    fake = keep_matrix(m, n, 99)
+    d0 = {**d, "keep": fake}
+    null = arm_draw(d0, PairSignals.build(phi, fake, d["model_ids"]), [], counts[0],
+                    weights[0], kind, "lira_online_fixed", True)
+    assert null["tpr_vlow_all"] < 5e-4 < 0.005 < rows[0]["tpr_vlow_all"]

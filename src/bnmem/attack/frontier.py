@@ -109,32 +109,33 @@ def full_loss(paths: list, labels: np.ndarray, identity: int) -> np.ndarray:
     return np.concatenate([train_loss(z["logits"], labels, identity) for z in parts])[order]
 
 
-def pareto_at(u: np.ndarray, y: np.ndarray, level: float) -> float:
-    """The least `y` on the polyline through (u, y) (endpoints in budget order) at utility
-    >= `level`: the Pareto frontier. nan when no point reaches `level` (no extrapolation)."""
+def _pareto_candidates(u: np.ndarray, y: np.ndarray, level: float) -> list[tuple[float, float]]:
+    """(y, source) of every point of the polyline through (u, y) (endpoints in budget
+    order) at utility >= `level`: endpoint i (source i) and each segment's crossing of the
+    level (source i + 0.5); [] when none reaches it or an input is not finite."""
     u, y = np.asarray(u, float), np.asarray(y, float)
     if not (np.isfinite(u).all() and np.isfinite(y).all()) or not np.isfinite(level):
-        return np.nan
-    vals = list(y[u >= level - 1e-12])
+        return []
+    cands = [(float(y[i]), float(i)) for i in range(u.size) if u[i] >= level - 1e-12]
     for i in range(u.size - 1):  # segments crossing the level add their crossing point
         u0, u1 = u[i], u[i + 1]
         if (u0 - level) * (u1 - level) < 0:
-            vals.append(y[i] + (level - u0) / (u1 - u0) * (y[i + 1] - y[i]))
-    return float(min(vals)) if vals else np.nan
+            cands.append((float(y[i] + (level - u0) / (u1 - u0) * (y[i + 1] - y[i])), i + 0.5))
+    return cands
+
+
+def pareto_at(u: np.ndarray, y: np.ndarray, level: float) -> float:
+    """The least `y` on the polyline through (u, y) at utility >= `level`: the Pareto
+    frontier. nan when no point reaches `level` (no extrapolation)."""
+    cands = _pareto_candidates(u, y, level)
+    return min(cands)[0] if cands else np.nan
 
 
 def pareto_source(u: np.ndarray, y: np.ndarray, level: float) -> float:
     """Where pareto_at's minimum comes from: endpoint i (i), or the crossing of segment
     (i, i + 1) (i + 0.5); nan when no point reaches `level`. Draws whose source differs
     from the point estimate's switch endpoints: a non-smooth statistic there."""
-    u, y = np.asarray(u, float), np.asarray(y, float)
-    if not (np.isfinite(u).all() and np.isfinite(y).all()) or not np.isfinite(level):
-        return np.nan
-    cands = [(y[i], float(i)) for i in range(u.size) if u[i] >= level - 1e-12]
-    for i in range(u.size - 1):
-        u0, u1 = u[i], u[i + 1]
-        if (u0 - level) * (u1 - level) < 0:
-            cands.append((y[i] + (level - u0) / (u1 - u0) * (y[i + 1] - y[i]), i + 0.5))
+    cands = _pareto_candidates(u, y, level)
     return min(cands)[1] if cands else np.nan
 
 
