@@ -110,6 +110,25 @@ def test_warmup_ramps_linearly_then_follows_the_schedule():
     assert all(lr_at(warm, s, total) == lr_at(base, s, total) for s in range(10, total))
 
 
+def test_a_budget_run_keeps_its_warm_up_in_epochs():
+    """A budget run keeps the recipe's warm-up length (at most half the budget), so the
+    1-, 2- and 4-epoch runs of a 12-epoch recipe with 1 warm-up epoch warm up over 0.5, 1
+    and 1 epochs (scaling and rounding gave all three none, and a no-norm ResNet
+    diverged); a fractional warm-up ramps over floor(fraction x steps) steps."""
+    import dataclasses
+    from bnmem.core.config import Config, TrainConfig
+    from bnmem.core.recipes import budget_recipe
+    from bnmem.core.schedule import lr_at
+
+    cfg = dataclasses.replace(Config(), train=TrainConfig(epochs=12, warmup_epochs=1))
+    assert [budget_recipe(cfg, b).train.warmup_epochs for b in (1, 2, 4)] == [0.5, 1, 1]
+    assert budget_recipe(Config(), 2).train.warmup_epochs == 0
+    half, base = TrainConfig(epochs=1, lr=0.1, warmup_epochs=0.5), TrainConfig(epochs=1, lr=0.1)
+    total = 15  # floor(0.5 x 15) = 7 warm-up steps
+    assert [lr_at(half, s, total) for s in range(total)] == pytest.approx(
+        [lr_at(base, s, total) * ((s + 1) / 7 if s < 7 else 1) for s in range(total)])
+
+
 def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     """A LeNet target model is the stacked trainer's model with keep all True and seeds
     (seed, seed), bit for bit, its per-epoch records measured with the C eval forward; a

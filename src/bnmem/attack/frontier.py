@@ -77,7 +77,7 @@ def load_budget_logits(paths: list, n_samples: int, budgets: tuple[int, ...]) ->
             raise InputError(f"{path}: non-finite budget_logits ({', '.join(which[:4])}"
                              f"{', …' if len(which) > 4 else ''}): those runs diverged, and "
                              "training is seeded, so a rerun diverges again; lower train.lr or "
-                             "raise train.warmup_epochs (a budget's warm-up is scaled down with "
+                             "raise train.warmup_epochs (a budget run keeps it, at most half "
                              "its epochs)")
     order = np.argsort(np.concatenate([z["model_ids"] for z in parts]))
     return np.concatenate([z["budget_logits"] for z in parts])[order]

@@ -97,7 +97,7 @@ class TrainConfig:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     schedule: str = "cosine"
-    warmup_epochs: int = 0  # linear warm-up of the learning rate over the first epochs
+    warmup_epochs: float = 0  # linear warm-up of the learning rate over the first epochs
     checkpoints: tuple[int, ...] = (1,)
     device: str = "auto"
     threads: int = 1
@@ -331,7 +331,7 @@ def validate(cfg: Config) -> Config:
     _check(t.weight_decay >= 0, "train.weight_decay", "a number >= 0", t.weight_decay)
     _check(t.schedule in SCHEDULES, "train.schedule", " | ".join(SCHEDULES), t.schedule)
     _check(0 <= t.warmup_epochs < t.epochs, "train.warmup_epochs",
-           f"an integer in [0, train.epochs={t.epochs})", t.warmup_epochs)
+           f"a number in [0, train.epochs={t.epochs})", t.warmup_epochs)
     _check(all(1 <= e <= t.epochs for e in t.checkpoints), "train.checkpoints",
            f"epochs in [1, train.epochs={t.epochs}]", list(t.checkpoints))
     _check(t.device in DEVICES, "train.device", " | ".join(DEVICES), t.device)

@@ -3,6 +3,7 @@ and learning-rate schedule every training path shares (numpy only)."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -24,12 +25,13 @@ def batch_order(n: int, batch_size: int, epochs: int, seed: int) -> list[list[np
 
 def lr_at(cfg: TrainConfig, step: int, total: int) -> float:
     """Learning rate at optimizer step `step` of `total` (cosine decays to 0 at the end),
-    times (step + 1) / warm-up steps during the first `warmup_epochs` epochs."""
+    times (step + 1) / warm-up steps during the first `warmup_epochs` epochs (a fraction of an
+    epoch allowed: floor(warmup_epochs x total / epochs) steps, exact rational arithmetic)."""
     if cfg.schedule == "constant":
         lr = cfg.lr
     elif cfg.schedule == "step":
         lr = cfg.lr * (0.1 ** ((step >= total // 2) + (step >= 3 * total // 4)))
     else:
         lr = 0.5 * cfg.lr * (1 + math.cos(math.pi * step / total))
-    warm = cfg.warmup_epochs * total // cfg.epochs
+    warm = math.floor(Fraction(cfg.warmup_epochs) * total / cfg.epochs)
     return lr * (step + 1) / warm if step < warm else lr
