@@ -20,24 +20,37 @@ def main() -> None:
     study_args(p)
     p.add_argument("--procedures", default="mixed,both,jackknife,jacksum")
     p.add_argument("--seed", type=int, default=0, help="fresh runs for a confirmation study")
+    p.add_argument("--arm-rho", type=float, default=None,
+                   help="model noise shared between the arms (real shadows: about 0.3); "
+                        "unset: the first design, arms share all of it")
+    p.add_argument("--end-rho", type=float, default=None,
+                   help="AR(1) correlation of one arm's noise between successive endpoints "
+                        "(real shadows: 0.26-0.65, bench/results/noise_structure.md)")
     p.add_argument("--out", default="results/coverage_matched.json")
     p.add_argument("--md", default="bench/results/coverage_matched.md")
     args = p.parse_args()
     t0 = time.perf_counter()
     procs = tuple(args.procedures.split(","))
     res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
-                           workers=args.workers, procedures=procs, seed=args.seed)
+                           workers=args.workers, procedures=procs, seed=args.seed,
+                           arm_rho=args.arm_rho, end_rho=args.end_rho)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage_matched.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} "
-                      f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}")
+                      f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}"
+                      + (f" --arm-rho {args.arm_rho}" if args.arm_rho is not None else "")
+                      + (f" --end-rho {args.end_rho}" if args.end_rho is not None else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     md = ["# Coverage at matched held-out accuracy (bench/bench_coverage_matched.py)", "",
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "
           f"{res['n_models']} shadow models (8 complementary pairs) x {res['n']} samples "
           f"({res['flipped']:.0%} flipped), utility shifts {res['utility']} and membership "
-          f"effects {res['effect']} per arm and endpoint (bnmem.attack.coverage_matched); "
+          f"effects {res['effect']} per arm and endpoint (bnmem.attack.coverage_matched), "
+          + ("arms sharing all model noise and endpoints' noise correlated 0.49"
+             if res["arm_rho"] is None and res["end_rho"] is None else
+             f"model noise correlated {res['arm_rho']} between arms and {res['end_rho']} "
+             "between successive endpoints (AR(1))") + "; "
           f"{res['draws']} resamples per design and run; every draw through "
           "bnmem.attack.resample.arm_draw and bnmem.attack.frontier.draw_compare (criterion: held-out "
           "accuracy). The truth is the mean point estimate over "

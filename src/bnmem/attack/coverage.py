@@ -46,13 +46,14 @@ def _figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.nda
 
 
 def _simulate(n_models: int, n: int, effects: tuple[float, float], kind: np.ndarray,
-              seed: int) -> tuple[np.ndarray, np.ndarray]:
-    return synthetic_phi(n_models, n, 1, 0.0, seed, arm_effects=effects, kind=kind)
+              seed: int, arm_rho: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    return synthetic_phi(n_models, n, 1, 0.0, seed, arm_effects=effects, kind=kind,
+                         arm_rho=arm_rho)
 
 
 def _truth_row(args: tuple) -> np.ndarray:
-    n_models, n, effects, kind, seed = args
-    phi, keep = _simulate(n_models, n, effects, kind, seed)
+    n_models, n, effects, kind, seed, arm_rho = args
+    phi, keep = _simulate(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
     v = _figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)))[:, 0]
     return np.concatenate([v[0], v[0] - v[1]])
@@ -60,8 +61,8 @@ def _truth_row(args: tuple) -> np.ndarray:
 
 def _run(args: tuple) -> dict[str, np.ndarray]:
     """One simulated run: {procedure: [2, 2F] (lo, hi)} for every procedure asked."""
-    n_models, n, effects, kind, draws, seed, procedures = args
-    phi, keep = _simulate(n_models, n, effects, kind, seed)
+    n_models, n, effects, kind, draws, seed, procedures, arm_rho = args
+    phi, keep = _simulate(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
     names = tuple(dict.fromkeys(d for proc in procedures for d in designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
@@ -81,19 +82,20 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
 def coverage_table(runs: int, n: int = 1250, n_models: int = 16, draws: int = 100,
                    effects: tuple[float, float] = (0.6, 0.3), truth_runs: int = 400,
                    flipped: float = 0.1, seed: int = 0, workers: int = 1,
-                   procedures: tuple[str, ...] = PROCEDURES) -> dict:
+                   procedures: tuple[str, ...] = PROCEDURES, arm_rho: float = 1.0) -> dict:
     """Coverage and mean width of every procedure for every figure (see the module
-    docstring); runs and truth runs use disjoint seeds."""
+    docstring); runs and truth runs use disjoint seeds; `arm_rho`: how much model noise
+    the two arms share (bnmem.attack.simulate.synthetic_phi)."""
     kind = _kind(n, flipped)
     names = list(FIGURES) + [f"{f}_delta" for f in FIGURES]
-    truth_args = [(n_models, n, effects, kind, seed * 1_000_003 + 500_000 + s)
+    truth_args = [(n_models, n, effects, kind, seed * 1_000_003 + 500_000 + s, arm_rho)
                   for s in range(truth_runs)]
-    run_args = [(n_models, n, effects, kind, draws, seed * 1_000_003 + r, procedures)
+    run_args = [(n_models, n, effects, kind, draws, seed * 1_000_003 + r, procedures, arm_rho)
                 for r in range(runs)]
     truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models, "draws": draws, "effects": list(effects),
-            "flipped": flipped, "truth_runs": truth_runs,
+            "flipped": flipped, "arm_rho": arm_rho, "truth_runs": truth_runs,
             "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}
 
 

@@ -38,8 +38,15 @@ RHO = 0.7
 
 
 def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
-             utility=UTILITY, effect=EFFECT) -> tuple[np.ndarray, np.ndarray]:
-    """(phi [arms, K, m, N, 1] float64, keep [m, N]) of one run (module docstring)."""
+             utility=UTILITY, effect=EFFECT, arm_rho: float | None = None,
+             end_rho: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(phi [arms, K, m, N, 1] float64, keep [m, N]) of one run (module docstring).
+
+    arm_rho None, end_rho None: the first design (both arms share all model noise; the
+    endpoints' noise correlates RHO^2 = 0.49). Otherwise arm j's models get their own noise,
+    correlated `arm_rho` with the other arm's (per-sample noise, shift, strength), and each
+    endpoint's noise follows the previous one's with correlation `end_rho` (AR(1) over the
+    budgets), as measured on real shadows (bench/results/noise_structure.md)."""
     rng = np.random.default_rng([seed, 0xF207])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(1.0, 2, n), rng.uniform(0.5, 1.5, n)
@@ -49,14 +56,31 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
     strength = rng.normal(1, 0.3, (n_models, 1))
     shift = rng.normal(0, 0.3, (n_models, 1))
     common = rng.normal(size=(n_models, n))
-    k_end = len(utility[0])
+    k_end, n_arms = len(utility[0]), len(utility)
     own = rng.normal(size=(k_end, n_models, n))
-    phi = np.empty((len(utility), k_end, n_models, n, 1))
-    for k in range(k_end):
-        noise = RHO * common + np.sqrt(1 - RHO ** 2) * own[k]
-        base = loc[None] + shift + spread[None] * noise
-        for j in range(len(utility)):
-            phi[j, k, ..., 0] = base + utility[j][k] + effect[j][k] * strength * d * keep
+    phi = np.empty((n_arms, k_end, n_models, n, 1))
+    if arm_rho is None and end_rho is None:
+        for k in range(k_end):
+            noise = RHO * common + np.sqrt(1 - RHO ** 2) * own[k]
+            base = loc[None] + shift + spread[None] * noise
+            for j in range(n_arms):
+                phi[j, k, ..., 0] = base + utility[j][k] + effect[j][k] * strength * d * keep
+        return phi, keep
+    a_rho = 1.0 if arm_rho is None else arm_rho
+    e_rho = RHO ** 2 if end_rho is None else end_rho
+    la, ca, ce = np.sqrt(a_rho), np.sqrt(1 - a_rho), np.sqrt(1 - e_rho ** 2)  # la, ca: loadings
+    arm_rng = [np.random.default_rng([seed, 0xF208, j]) for j in range(n_arms)]
+    st = [1 + la * (strength - 1) + ca * r.normal(0, 0.3, strength.shape) for r in arm_rng]
+    sh = [la * shift + ca * r.normal(0, 0.3, shift.shape) for r in arm_rng]
+    fresh = [[la * own[k] + ca * r.normal(size=own[k].shape) for k in range(k_end)]
+             for r in arm_rng]  # [arm][endpoint] innovations, correlated a_rho across arms
+    for j in range(n_arms):
+        noise = fresh[j][0]
+        for k in range(k_end):
+            if k:
+                noise = e_rho * noise + ce * fresh[j][k]
+            phi[j, k, ..., 0] = (loc[None] + sh[j] + spread[None] * noise + utility[j][k]
+                                 + effect[j][k] * st[j] * d * keep)
     return phi, keep
 
 
@@ -88,16 +112,16 @@ def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarra
 
 
 def _truth_row(args: tuple) -> np.ndarray:
-    n_models, n, kind, seed = args
-    phi, keep = simulate(n_models, n, kind, seed)
+    n_models, n, kind, seed, rho = args
+    phi, keep = simulate(n_models, n, kind, seed, **rho)
     p = n_models // 2
     return _rows(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)))[0]
 
 
 def _run(args: tuple) -> dict[str, np.ndarray]:
     """One simulated run: {procedure: [2, F] (lo, hi)}."""
-    n_models, n, kind, draws, seed, procedures = args
-    phi, keep = simulate(n_models, n, kind, seed)
+    n_models, n, kind, draws, seed, procedures, rho = args
+    phi, keep = simulate(n_models, n, kind, seed, **rho)
     p = n_models // 2
     names = tuple(dict.fromkeys(d for proc in procedures for d in designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
@@ -115,17 +139,22 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
 
 def matched_coverage(runs: int, n: int = 800, n_models: int = 16, draws: int = 40,
                      truth_runs: int = 400, flipped: float = 0.1, seed: int = 0,
-                     workers: int = 1, procedures: tuple[str, ...] = ("mixed",)) -> dict:
+                     workers: int = 1, procedures: tuple[str, ...] = ("mixed",),
+                     arm_rho: float | None = None, end_rho: float | None = None) -> dict:
     """Coverage and mean width of each procedure for every FIGURES entry; runs and truth
-    runs use disjoint seeds."""
+    runs use disjoint seeds; arm_rho / end_rho as in `simulate`."""
+    rho = {"arm_rho": arm_rho, "end_rho": end_rho}
     kind = np.zeros(n, np.int8)
     kind[: int(round(flipped * n))] = 1
-    truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s) for s in range(truth_runs)]
-    run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures) for r in range(runs)]
+    truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s, rho)
+                  for s in range(truth_runs)]
+    run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures, rho)
+                for r in range(runs)]
     truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
     names = [f for f, _ in FIGURES]
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models,
             "draws": draws, "flipped": flipped, "truth_runs": truth_runs,
             "utility": [list(u) for u in UTILITY], "effect": [list(e) for e in EFFECT],
+            "arm_rho": arm_rho, "end_rho": end_rho,
             "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}

@@ -33,6 +33,7 @@ class IntervalPlan:
 
     - both: pairs and samples drawn together, V_b (the procedure before the coverage study);
     - pairs: pairs drawn, samples fixed, V_p;
+    - samples: samples drawn, pairs fixed, V_s;
     - sum: V_p + V_s, pairs-only and samples-only draws;
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
@@ -71,6 +72,7 @@ class IntervalPlan:
             shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
             var[name] = ok.var(ddof=1) * shrink
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
+             "samples": lambda: var["samples"],
              "sum": lambda: var["pairs"] + var["samples"],
              "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
                                    var["pairs"]),
@@ -82,7 +84,8 @@ class IntervalPlan:
 
 def designs(procedure: str) -> tuple[str, ...]:
     """The draw designs a procedure needs, in row order after the point."""
-    return {"both": ("both",), "pairs": ("pairs",), "sum": ("pairs", "samples"),
+    return {"both": ("both",), "pairs": ("pairs",), "samples": ("samples",),
+            "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"),
             "mixed": ("jackknife", "samples", "both")}[procedure]

@@ -15,10 +15,13 @@ from bnmem.core.keep import keep_matrix
 
 def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
                   model_sd: float = 0.3, arm_effects: tuple[float, ...] | None = None,
-                  kind: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  kind: np.ndarray | None = None, arm_rho: float = 1.0
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """(phi [arms, m, N, Q] float64, keep [m, N]) with complementary pairs (the shadow
     stage's keep matrix). One arm per entry of `arm_effects` (default: (effect,)); the
-    arms share keep, samples and models' noise streams (paired, like the real arms).
+    arms share keep and samples, and their models' noise (per-sample noise, shift,
+    strength) is correlated `arm_rho` between arms: 1 shares it all; real shadows of two
+    arms with the same seed correlate about 0.3 (bench/results/noise_structure.md).
     With `kind` [N], flipped samples (1) sit 3 lower (hard: wrong unless memorized) and
     get a 3x larger membership effect, as a memorized outlier would."""
     rng = np.random.default_rng([seed, 0x51A])
@@ -31,10 +34,19 @@ def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
     strength = rng.normal(1, model_sd, (n_models, 1, 1))
     shift = rng.normal(0, model_sd, (n_models, 1, 1))
     noise = rng.normal(size=(n_models, n, queries))
-    base = loc[None, :, None] + shift + spread[None, :, None] * noise
     arms = (effect,) if arm_effects is None else arm_effects
-    phi = np.stack([base + e * strength * (d * keep)[..., None] for e in arms])
-    return phi, keep
+    out = []
+    for j, e in enumerate(arms):
+        st, sh, no = strength, shift, noise
+        if arm_rho < 1:  # each arm's own part, drawn after the shared ones (rho 1: as before)
+            own = np.random.default_rng([seed, 0x51B, j])
+            a, c = np.sqrt(arm_rho), np.sqrt(1 - arm_rho)  # loadings: correlation arm_rho
+            st = 1 + a * (strength - 1) + c * own.normal(0, model_sd, strength.shape)
+            sh = a * shift + c * own.normal(0, model_sd, shift.shape)
+            no = a * noise + c * own.normal(size=noise.shape)
+        out.append(loc[None, :, None] + sh + spread[None, :, None] * no
+                   + e * st * (d * keep)[..., None])
+    return np.stack(out), keep
 
 
 def synthetic_logits(n_models: int, n: int, queries: int, classes: int, seed: int

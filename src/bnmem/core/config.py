@@ -147,7 +147,8 @@ class ShadowConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
-INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "sum", "twoway", "jackknife", "jacksum")  # bnmem.attack.intervals
+INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "samples", "sum", "twoway", "jackknife",
+                       "jacksum")  # bnmem.attack.intervals
 
 
 @dataclass(frozen=True)
