@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bnmem.attack.intervals import across_replicates
+from bnmem.attack.intervals import across_replicates, pooled_spread
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -117,3 +117,24 @@ def test_committed_replicates_are_complete_records():
         for d in rec["deltas"].values():
             for point in d.values():
                 assert point["lo"] is None or point["lo"] <= point["value"] <= point["hi"]
+
+
+@pytest.mark.parametrize("inflate", [1.0, 2.0])
+def test_pooled_spread_finds_intervals_that_are_too_wide(inflate):
+    """Replicates whose own 95 % intervals are right give pooled Q / df in its chi2 band;
+    intervals twice too wide give Q / df near 1/4 and a factor near 2."""
+    rng = np.random.default_rng(7)
+    spreads, dfs = [], []
+    for _ in range(40):  # 40 cells x 3 replicates
+        se = rng.uniform(0.005, 0.02, 3)
+        y = 0.01 + se * rng.normal(size=3)
+        half = 1.96 * se * inflate
+        c = across_replicates(y, y - half, y + half)
+        spreads.append(c["spread"])
+        dfs.append(2)
+    r = pooled_spread(spreads, dfs)
+    lo, hi = r["band"]
+    if inflate == 1.0:
+        assert lo <= r["q_over_df"] <= hi and r["factor"] == pytest.approx(1, abs=0.2)
+    else:
+        assert r["q_over_df"] < lo and r["factor"] == pytest.approx(2, abs=0.4)

@@ -128,3 +128,22 @@ def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80
     mde = (t + float(stats.t.ppf(power, k - 1))) * float(np.sqrt(np.mean(se ** 2 + tau2) / k))
     return {"value": mu, "lo": mu - t * scale, "hi": mu + t * scale, "tau": float(np.sqrt(tau2)),
             "replicates": k, "mde": mde, "spread": q_stat / (k - 1)}
+
+
+def pooled_spread(spreads, dfs, level: float = 0.95) -> dict:
+    """Real-data calibration of per-replicate intervals: Cochran's Q pooled over cells
+    (spread x df summed over sum df). With intervals of the right width and no
+    between-seed heterogeneity, pooled Q ~ chi2(df), so Q / df lies in `band` with
+    probability `level`; heterogeneity only raises it, so Q / df below the band says the
+    replicates' own intervals are too wide, by about `factor` = sqrt(df / Q) (an upper
+    bound's estimate where seeds differ in truth). None without df."""
+    from scipy import stats
+    rows = [(s, d) for s, d in zip(spreads, dfs) if s is not None and d and d > 0]
+    df = int(sum(d for _, d in rows))
+    if not df:
+        return {"q_over_df": None, "df": 0, "band": None, "factor": None, "cells": 0}
+    q = float(sum(s * d for s, d in rows))
+    a = (1 - level) / 2
+    return {"q_over_df": q / df, "df": df, "cells": len(rows),
+            "band": [float(stats.chi2.ppf(a, df) / df), float(stats.chi2.ppf(1 - a, df) / df)],
+            "factor": float(np.sqrt(df / q)) if q > 0 else None}
