@@ -21,7 +21,8 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 from sklearn.metrics import roc_auc_score
 
-from bnmem.attack.lira import LIRA_VARIANTS, loo_lira, signals
+from bnmem.attack.lira import LIRA_VARIANTS, loo_lira
+from bnmem.attack.signals import signals
 from bnmem.attack.rmia import loo_rmia
 from bnmem.core.rng import SALT
 from bnmem.attack.roc import bootstrap_weights, evaluate

@@ -12,7 +12,7 @@ import numpy as np
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 from bnmem.attack.frontier import budget_data
-from bnmem.attack.lira import load_shadow
+from bnmem.attack.signals import load_shadow
 from bnmem.attack.noise import structure
 from bnmem.core.config import load_config
 from bnmem.core.recipes import budget_epochs, identity_index

@@ -14,7 +14,7 @@ import numpy as np
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 import bnmem.attack.rmia as rmia
-from bnmem.attack.lira import load_shadow
+from bnmem.attack.signals import load_shadow
 from bnmem.core.config import load_config
 from bnmem.core.io import load_npz
 from bnmem.attack.stage import real_null

@@ -13,8 +13,10 @@ from sklearn.metrics import roc_auc_score
 
 from bnmem.attack.lira import (
     LIRA_VARIANTS, PairSignals, complement_partner, fit_gaussians, lira_draw, lira_scores,
-    load_shadow, log_prob_from_margin, logit_margin, loo_lira, memorization, score_lira,
+    loo_lira, score_lira,
 )
+from bnmem.attack.signals import load_shadow, memorization
+from bnmem.core.margin import log_prob_from_margin, logit_margin
 from bnmem.core.io import InputError, save_npz
 from bnmem.attack.rmia import loo_rmia, rmia_scores
 from bnmem.core.rng import SALT

@@ -11,7 +11,7 @@ import torch
 import yaml
 from torch import nn
 
-from bnmem.attack.lira import Signals
+from bnmem.attack.signals import Signals
 from bnmem.core.margin import log_prob_from_margin
 from bnmem.core.config import DataConfig, ConfigError, config_from_dict
 from bnmem.exposure.scores import (

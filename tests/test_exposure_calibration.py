@@ -4,7 +4,7 @@ shadow signals, as flipped and OOD samples give)."""
 import numpy as np
 import pytest
 
-from bnmem.attack.lira import Signals
+from bnmem.attack.signals import Signals
 from bnmem.core.config import config_from_dict
 from bnmem.exposure.scores import ExposureNull
 from bnmem.core.keep import keep_matrix

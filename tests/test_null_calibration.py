@@ -8,7 +8,8 @@ test, so the test can tell a biased protocol from a balanced one.
 import numpy as np
 import pytest
 
-from bnmem.attack.lira import LIRA_VARIANTS, complement_partner, lira_scores, loo_lira, signals
+from bnmem.attack.lira import LIRA_VARIANTS, complement_partner, lira_scores, loo_lira
+from bnmem.attack.signals import signals
 from bnmem.attack.rmia import loo_rmia
 from bnmem.attack.roc import roc_points, roc_summary
 from bnmem.attack.simulate import synthetic_logits

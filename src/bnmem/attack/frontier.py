@@ -87,7 +87,7 @@ def budget_data(paths: list, labels: np.ndarray, identity: int, budgets: tuple[i
                 keep: np.ndarray, model_ids: np.ndarray) -> list[dict]:
     """The attack inputs (bnmem.attack.resample.arm_draw's `data`) of every extra budget's
     endpoint, budget order: phi, correct and loss from budget_logits; [] without budgets."""
-    from bnmem.attack.lira import signals  # numpy only; imported here to keep this module light
+    from bnmem.attack.signals import signals  # numpy only; imported here to keep this module light
     bl = load_budget_logits(paths, labels.size, budgets)
     if bl is None:
         return []

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bnmem.attack.lira import (
-    PairSignals, Signals, load_shadow, loo_lira, memorization, run_attacks, signals,
-)
+from bnmem.attack.lira import PairSignals, loo_lira, run_attacks
+from bnmem.attack.signals import Signals, load_shadow, memorization, signals
 from bnmem.attack import frontier, mitigation
 from bnmem.attack.epsilon import epsilon_lower_bound
 from bnmem.attack import grad_claims

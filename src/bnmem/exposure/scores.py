@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from bnmem.attack.lira import (
-    LIRA_VARIANTS, Signals, complement_partner, fit_gaussians, load_shadow, loo_lira,
-    memorization, score_lira, signals,
+    LIRA_VARIANTS, complement_partner, fit_gaussians, loo_lira, score_lira,
 )
+from bnmem.attack.signals import Signals, load_shadow, memorization, signals
 from bnmem.core.config import Config
 from bnmem.core.recipes import identity_index
 from bnmem.core.records import ModelSpec

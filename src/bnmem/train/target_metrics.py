@@ -1,7 +1,7 @@
 """Measurements of one trained (target) model in eval mode: accuracy on each sample kind
 (memorization of the corrupted ones), BN gamma/sigma per layer, and the direction BN's
 gamma is pushed by each kind of sample. Attack-side memorization (Feldman-Zhang, over
-shadow models) is `bnmem.attack.lira.memorization`."""
+shadow models) is `bnmem.attack.signals.memorization`."""
 from __future__ import annotations
 
 import copy
