@@ -99,11 +99,21 @@ def summarize(train: dict, deltas: dict, summary: dict, fit_rule: dict,
     flagged = sorted(a for a, m in train.items() if (m.get("clean_train_acc") or 0) < floor)
     rows = {pair: dict(d) for pair, d in deltas.items() if pair.endswith("_minus_none")}
     fr = ((membership or {}).get("frontier") or {}).get("compare") or {}
+    compare = (membership or {}).get("compare") or {}
     for pair, row in rows.items():
-        fit = ((fr.get(pair) or {}).get("criteria") or {}).get("fit")
+        crit = (fr.get(pair) or {}).get("criteria") or {}
+        fit = crit.get("fit")
         if fit:
             row["auc_all_matched_fit"] = {k: fit["figures"]["auc_all"]["at_common"].get(k)
                                           for k in ("value", "lo", "hi")}
+        # each design's SD (bnmem.attack.intervals.IntervalPlan.variances), so a replicate
+        # can be read under another interval procedure without rerunning it
+        sources = {"auc_all_matched_fit": (crit.get("fit") or {}).get("figures", {}).get("auc_all", {}).get("at_common"),
+                   "auc_all_matched_heldout": (crit.get("heldout") or {}).get("figures", {}).get("auc_all", {}).get("at_common"),
+                   "auc_identity_equal_epochs": ((compare.get(pair) or {}).get("equal_epochs") or {}).get("auc_identity")}
+        for fig, src in sources.items():
+            if fig in row and (src or {}).get("sd"):
+                row[fig] = {**row[fig], "sd": src["sd"]}
     verdicts = {c.get("claim", str(i)): c.get("verdict") for i, c in enumerate(summary.get("claims", []))}
     return {"fit": {a: {k: m.get(k) for k in ("clean_train_acc", "test_acc", "flipped_mem_acc")}
                     for a, m in train.items()},
@@ -142,7 +152,11 @@ def numbers(record: dict) -> dict[str, float]:
         out.update({f"fit.{arm}.{k}": v for k, v in m.items()})
     for pair, d in record["deltas"].items():
         for fig, p in d.items():
-            out.update({f"{pair}.{fig}.{k}": v for k, v in (p or {}).items()})
+            for k, v in (p or {}).items():
+                if isinstance(v, dict):  # the designs' SDs
+                    out.update({f"{pair}.{fig}.{k}.{j}": x for j, x in v.items()})
+                else:
+                    out[f"{pair}.{fig}.{k}"] = v
     return out
 
 

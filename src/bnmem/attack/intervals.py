@@ -50,27 +50,40 @@ class IntervalPlan:
     n_units: int
     segments: dict
 
-    def ci(self, point: float | None, draws: np.ndarray, figure: str = "", z: float = 1.96,
-           min_share: float = 0.8) -> tuple[float | None, float | None]:
-        """point +- z sd for one figure (`figure`: its key, which `mixed` reads)."""
+    def variances(self, draws: np.ndarray, min_share: float = 0.8) -> dict[str, float | None]:
+        """{design: its variance estimate} for every design laid out in `segments` (None
+        where fewer than `min_share` of its rows are finite): the components every
+        procedure combines, recorded beside each interval so another procedure can be
+        read from a committed result without rerunning it."""
         draws = np.asarray(draws, dtype=np.float64)
-        procedure = self.procedure
-        if procedure == "mixed":
-            procedure = "both" if figure.startswith("tpr") else "jacksum"
-        if point is None or not np.isfinite(point):
-            return None, None
-        var = {}
-        for name in designs(procedure):
-            a, b = self.segments[name]
+        var: dict[str, float | None] = {}
+        for name, (a, b) in self.segments.items():
             seg = draws[a:b]
             ok = seg[np.isfinite(seg)]
             if ok.size < max(2, min_share * seg.size):
-                return None, None
-            if name == "jackknife":  # (P-1)/P sum (x - mean)^2 over the P leave-one-out rows
+                var[name] = None
+            elif name == "jackknife":  # (P-1)/P sum (x - mean)^2 over the P leave-one-out rows
                 var[name] = (ok.size - 1) / ok.size * float(((ok - ok.mean()) ** 2).sum())
-                continue
-            shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
-            var[name] = ok.var(ddof=1) * shrink
+            else:
+                shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
+                var[name] = float(ok.var(ddof=1)) * shrink
+        return var
+
+    def ci(self, point: float | None, draws: np.ndarray, figure: str = "", z: float = 1.96,
+           min_share: float = 0.8) -> tuple[float | None, float | None]:
+        """point +- z sd for one figure (`figure`: its key, which `mixed` reads)."""
+        if point is None or not np.isfinite(point):
+            return None, None
+        return self.ci_from(point, self.variances(draws, min_share), figure, z)
+
+    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
+                ) -> tuple[float | None, float | None]:
+        """point +- z sd from recorded design variances (`variances`)."""
+        procedure = self.procedure
+        if procedure == "mixed":
+            procedure = "both" if figure.startswith("tpr") else "jacksum"
+        if any(var.get(name) is None for name in designs(procedure)):
+            return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
              "samples": lambda: var["samples"],
              "sum": lambda: var["pairs"] + var["samples"],
