@@ -22,7 +22,7 @@ def test_simulated_endpoints_rise_in_utility_and_leakage():
 
 @pytest.mark.slow  # a simulation study (about 12 s): the full suite, not the edit loop
 def test_matched_heldout_intervals_cover_on_simulated_runs():
-    res = matched_coverage(20, n=800, draws=20, truth_runs=40, seed=2,
+    res = matched_coverage(20, n=800, draws=20, truth_runs=40, seed=2, arm_rho=0.3, end_rho=0.3,
                            procedures=("mixed", "jackknife"))
     assert res["truth"]["auc_matched"] > 0  # a leaks more at matched utility (the design)
     mixed, jack = res["table"]["mixed"], res["table"]["jackknife"]

@@ -38,9 +38,12 @@ class IntervalPlan:
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
-    - mixed (the default): jacksum for every figure but TPR at low FPR, which takes both
-      (each the narrowest procedure that covers 93-97 % for its figure type on 500
-      simulated runs; bench/results/coverage.md).
+    - mixed (the default, `MIXED`): jacksum for AUC, memorization and accuracies, both
+      for TPR at low FPR, and twoway for a paired AUC difference at equal epochs or
+      budgets (`read` "delta"), where jacksum counts the pairs x samples interaction
+      twice and over-covers (0.984 on 500 runs) once the arms share only the 30 % of
+      model noise real shadows share (bench/results/noise_structure.md,
+      coverage_paired03_confirm.md: every type then covers 0.948-0.974).
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd, centred on the point (bench/bench_coverage.py measures
@@ -70,18 +73,19 @@ class IntervalPlan:
         return var
 
     def ci(self, point: float | None, draws: np.ndarray, figure: str = "", z: float = 1.96,
-           min_share: float = 0.8) -> tuple[float | None, float | None]:
-        """point +- z sd for one figure (`figure`: its key, which `mixed` reads)."""
+           min_share: float = 0.8, read: str = "arm") -> tuple[float | None, float | None]:
+        """point +- z sd for one figure (`figure`: its key, `read`: arm | delta | matched,
+        which `mixed` reads)."""
         if point is None or not np.isfinite(point):
             return None, None
-        return self.ci_from(point, self.variances(draws, min_share), figure, z)
+        return self.ci_from(point, self.variances(draws, min_share), figure, z, read)
 
-    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
-                ) -> tuple[float | None, float | None]:
+    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96,
+                read: str = "arm") -> tuple[float | None, float | None]:
         """point +- z sd from recorded design variances (`variances`)."""
         procedure = self.procedure
         if procedure == "mixed":
-            procedure = "both" if figure.startswith("tpr") else "jacksum"
+            procedure = mixed_procedure(figure, read)
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
@@ -95,13 +99,29 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
+READS = ("arm", "delta", "matched")  # one arm's figure; a - b at equal epochs; a - b at matched utility
+# mixed: (read, figure family) -> procedure, chosen on two simulation studies under the
+# noise structure of real shadows (bench/results/coverage_paired03_*.md,
+# coverage_matched_paired03_*.md); every other pair takes jacksum
+MIXED = {("arm", "tpr"): "both", ("delta", "tpr"): "both", ("matched", "tpr"): "both",
+         ("delta", "auc"): "twoway"}
+
+
+def mixed_procedure(figure: str, read: str = "arm") -> str:
+    """The procedure `mixed` uses for a figure read one way (MIXED, else jacksum)."""
+    if read not in READS:
+        raise ValueError(f"read: {read!r}; valid: {' | '.join(READS)}")
+    family = "tpr" if figure.startswith("tpr") else "auc" if figure.startswith("auc") else "other"
+    return MIXED.get((read, family), "jacksum")
+
+
 def designs(procedure: str) -> tuple[str, ...]:
     """The draw designs a procedure needs, in row order after the point."""
     return {"both": ("both",), "pairs": ("pairs",), "samples": ("samples",),
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"),
-            "mixed": ("jackknife", "samples", "both")}[procedure]
+            "mixed": ("jackknife", "samples", "both", "pairs")}[procedure]
 
 
 def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80) -> dict:
