@@ -40,6 +40,18 @@ def main() -> None:
         bd = budget_data(paths, labels, identity, budgets, sig.keep, sig.model_ids)
         ends[arm] = [b["phi"][..., identity] for b in bd] + [arms[arm]]
     res = structure(arms, keep, ends)
+    # the estimand the simulation's arm_rho stands for, read off the attack stage's own
+    # jackknife: how correlated the two arms' AUC estimates are over shadow pairs,
+    # (V_a + V_b - V_{a-b}) / (2 s_a s_b), the same for the samples' bootstrap
+    mem = json.loads((root / "results/membership.json").read_text())
+    implied = {}
+    for pair, row in mem["compare"].items():
+        a, b = pair.split("_minus_")
+        d = (row.get("equal_epochs") or {}).get("auc_all", {}).get("sd") or {}
+        sa, sb = (mem["arms"][x]["auc_all"].get("sd") or {} for x in (a, b))
+        implied[f"{b}|{a}"] = {k: (sa[k] ** 2 + sb[k] ** 2 - d[k] ** 2) / (2 * sa[k] * sb[k])
+                               for k in ("jackknife", "samples") if k in d and k in sa and k in sb}
+    res["implied_auc_correlation"] = implied
     res.update(budgets=[*budgets, cfg.train.epochs], n_models=int(keep.shape[0]),
                n=int(keep.shape[1]), seconds=round(time.perf_counter() - t0, 1), cpu=_cpu())
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
@@ -53,6 +65,14 @@ def main() -> None:
           "| arms | residual corr, IN | residual corr, OUT | model-shift corr |", "|---|---:|---:|---:|"]
     md += [f"| {k.replace('|', ' / ')} | {v['in']:.3f} | {v['out']:.3f} | {v['model_shift']:.3f} |"
            for k, v in res["arms"].items()]
+    md += ["", "The same from the attack stage's own intervals (results/membership.json): the "
+           "correlation of the two arms' all-samples AUC estimates, (V_a + V_b − V_a−b) / "
+           "(2 s_a s_b), over shadow pairs (the pairs' jackknife) and over pool samples (their "
+           "bootstrap). Each rests on 8 pairs or 100 draws: a rough check of the scale, not a "
+           "precise estimate.", "",
+           "| arms | over pairs (jackknife) | over samples |", "|---|---:|---:|"]
+    md += [f"| {k.replace('|', ' / ')} | {v.get('jackknife', float('nan')):.2f} | "
+           f"{v.get('samples', float('nan')):.2f} |" for k, v in res["implied_auc_correlation"].items()]
     md += ["", "| arm | residual SD | model-shift SD / residual SD |", "|---|---:|---:|"]
     md += [f"| {a} | {v['sd']:.3f} | {v['model_shift_ratio']:.3f} |" for a, v in res["spread"].items()]
     md += ["", f"Residual correlation between one arm's annealed endpoints ({', '.join(map(str, eps))} "

@@ -18,14 +18,27 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
-         "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "dask", "dp"]
+         "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "noise_structure",
+         "coverage_paired03_confirm", "coverage_matched_paired03_confirm", "dask", "dp"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
                           "--out bench/results/attack_100.md",
             "pipeline": "python bench/bench_pipeline.py --scaling",
             "attack_scale": "python bench/bench_attack_scale.py --sizes 4000 8000 --draws 10 20",
-            "dp": "python bench/bench_dp.py --models 4 --samples 1000 --out bench/results/dp.md"}
+            "dp": "python bench/bench_dp.py --models 4 --samples 1000 --out bench/results/dp.md",
+            # coverage under the noise structure real shadows have (noise_structure.md)
+            "coverage_paired03_confirm":
+                "python bench/bench_coverage.py --runs 500 --draws 100 --truth-runs 1000 "
+                "--workers 2 --procedures mixed,both,pairs,samples,sum,twoway,jackknife,jacksum "
+                "--arm-rho 0.3 --seed 11 --out results/coverage_paired03_confirm.json "
+                "--md bench/results/coverage_paired03_confirm.md",
+            "coverage_matched_paired03_confirm":
+                "python bench/bench_coverage_matched.py --runs 500 --draws 100 --truth-runs 1000 "
+                "--workers 2 --procedures mixed,both,pairs,samples,sum,twoway,jackknife,jacksum "
+                "--arm-rho 0.3 --end-rho 0.3 --seed 11 "
+                "--out results/coverage_matched_paired03_confirm.json "
+                "--md bench/results/coverage_matched_paired03_confirm.md"}
 
 
 def machine() -> str:

@@ -84,7 +84,8 @@ def test_interval_coverage_on_synthetic_runs():
     shadows do (bench/results/noise_structure.md), with narrower AUC intervals than drawing
     pairs and samples together (`both`), and a paired AUC difference read by the pairs'
     jackknife alone (jacksum counts the pairs x samples interaction twice there); the
-    jackknife alone misses the samples' share of the Feldman-Zhang score."""
+    jackknife alone misses the samples' share of the Feldman-Zhang score (below 0.85 where
+    mixed covers)."""
     res = coverage_table(40, n=1250, draws=40, truth_runs=60, seed=1, arm_rho=0.3,
                          procedures=("mixed", "both", "jackknife", "jacksum"))
     mixed, both, jack, js = (res["table"][p] for p in ("mixed", "both", "jackknife", "jacksum"))
@@ -94,8 +95,7 @@ def test_interval_coverage_on_synthetic_runs():
     assert mixed["tpr_low_all"]["mean_width"] == both["tpr_low_all"]["mean_width"]
     assert mixed["auc_all"]["mean_width"] == js["auc_all"]["mean_width"]
     assert mixed["auc_all_delta"]["mean_width"] == jack["auc_all_delta"]["mean_width"]
-    assert mixed["auc_all_delta"]["mean_width"] < js["auc_all_delta"]["mean_width"]
-    assert jack["fz_flipped"]["mean_width"] < 0.7 * mixed["fz_flipped"]["mean_width"]
+    assert jack["fz_flipped"]["coverage"] < 0.85 <= mixed["fz_flipped"]["coverage"]
 
 
 def test_mixed_reads_each_figure_with_its_procedure():
@@ -104,6 +104,8 @@ def test_mixed_reads_each_figure_with_its_procedure():
     assert mixed_procedure("auc_identity", "delta") == "jackknife"
     assert {mixed_procedure("tpr_low_all", r) for r in ("arm", "delta", "matched")} == {"both"}
     assert mixed_procedure("fz_flipped", "delta") == "jacksum"
+    # per-subset AUCs were not simulated (fewer samples, a larger samples' share): jacksum
+    assert mixed_procedure("auc_ood", "delta") == mixed_procedure("auc_clean", "delta") == "jacksum"
     with pytest.raises(ValueError, match="read"):
         mixed_procedure("auc_all", "equal")
 

@@ -109,13 +109,17 @@ READS = ("arm", "delta", "matched")  # one arm's figure; a - b at equal epochs; 
 # coverage_matched_paired03_*.md); every other pair takes jacksum
 MIXED = {("arm", "tpr"): "both", ("delta", "tpr"): "both", ("matched", "tpr"): "both",
          ("delta", "auc"): "jackknife"}
+# the AUC figures the "auc" family means: all samples (and its identity-query twin), the
+# ones the coverage studies simulate; per-subset AUCs (clean, flipped, OOD: fewer samples,
+# a larger samples' share) keep jacksum
+AUC_FAMILY = ("auc_all", "auc_identity")
 
 
 def mixed_procedure(figure: str, read: str = "arm") -> str:
     """The procedure `mixed` uses for a figure read one way (MIXED, else jacksum)."""
     if read not in READS:
         raise ValueError(f"read: {read!r}; valid: {' | '.join(READS)}")
-    family = "tpr" if figure.startswith("tpr") else "auc" if figure.startswith("auc") else "other"
+    family = "tpr" if figure.startswith("tpr") else "auc" if figure in AUC_FAMILY else "other"
     return MIXED.get((read, family), "jacksum")
 
 
