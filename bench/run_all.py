@@ -19,7 +19,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 ORDER = ["train", "train_notes", "train_zoo", "convs", "grads", "attack", "attack_100",
          "attack_scale", "roc_boot", "pipeline", "pin", "coverage", "noise_structure",
-         "coverage_paired03_confirm", "coverage_matched_paired03_confirm", "dask", "dp"]
+         "coverage_paired03_confirm", "coverage_paired03_confirm2",
+         "coverage_matched_paired03_confirm", "dask", "dp"]
 # grads writes grads_run.md; bench/results/grads.md keeps the runs with notes added by hand
 COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/results/grads_run.md",
             "attack_100": "python bench/bench_attack.py --classes 100 --baseline-targets 1 "
@@ -33,6 +34,11 @@ COMMANDS = {"grads": "python bench/bench_grads.py --threads 1 --out bench/result
                 "--workers 2 --procedures mixed,both,pairs,samples,sum,twoway,jackknife,jacksum "
                 "--arm-rho 0.3 --seed 11 --out results/coverage_paired03_confirm.json "
                 "--md bench/results/coverage_paired03_confirm.md",
+            "coverage_paired03_confirm2":
+                "python bench/bench_coverage.py --runs 500 --draws 100 --truth-runs 1000 "
+                "--workers 2 --procedures mixed,jacksum,jackknife,both --arm-rho 0.3 --seed 12 "
+                "--out results/coverage_paired03_confirm2.json "
+                "--md bench/results/coverage_paired03_confirm2.md",
             "coverage_matched_paired03_confirm":
                 "python bench/bench_coverage_matched.py --runs 500 --draws 100 --truth-runs 1000 "
                 "--workers 2 --procedures mixed,both,pairs,samples,sum,twoway,jackknife,jacksum "
