@@ -81,6 +81,19 @@ class IntervalPlan:
             return None, None
         return self.ci_from(point, self.variances(draws, min_share), figure, z, read)
 
+    def summary(self, vals, figure: str = "", read: str = "arm") -> dict:
+        """{value (row 0), lo, hi, sd: each design's SD} of one figure's draws: the record
+        every interval in results/membership.json is (sd lets another procedure be read
+        from the committed result without rerunning it)."""
+        vals = np.asarray(vals, dtype=np.float64)
+        v = float(vals[0])
+        if not np.isfinite(v):
+            return {"value": None, "lo": None, "hi": None, "sd": {}}
+        var = self.variances(vals)
+        lo, hi = self.ci_from(v, var, figure, read=read)
+        return {"value": v, "lo": lo, "hi": hi,
+                "sd": {k: None if x is None else float(np.sqrt(x)) for k, x in var.items()}}
+
     def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96,
                 read: str = "arm") -> tuple[float | None, float | None]:
         """point +- z sd from recorded design variances (`variances`)."""

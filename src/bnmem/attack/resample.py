@@ -258,11 +258,4 @@ def _legacy_plan(draws: list[dict]) -> IntervalPlan:
 
 
 def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str, read: str = "arm") -> dict:
-    v = float(vals[0])
-    if not np.isfinite(v):
-        return {"value": None, "lo": None, "hi": None, "sd": {}}
-    var = plan.variances(vals)
-    lo, hi = plan.ci_from(v, var, figure, read=read)
-    # each design's SD, so another procedure can be read from the committed result
-    return {"value": v, "lo": lo, "hi": hi,
-            "sd": {k: None if x is None else float(np.sqrt(x)) for k, x in var.items()}}
+    return plan.summary(vals, figure, read)
