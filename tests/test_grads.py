@@ -18,8 +18,9 @@ from bnmem import native
 from bnmem.core.config import config_from_dict
 from bnmem.data.images import preprocess
 from bnmem.grads.per_sample import (
-    batch_grads, grad_norms, has_batchnorm, histogram, layer_groups, per_sample_grads, summarize,
+    batch_grads, grad_norms, has_batchnorm, layer_groups, per_sample_grads,
 )
+from bnmem.grads.summary import histogram, summarize
 from bnmem.models.zoo import make_model
 from bnmem.core.records import TargetRecord
 from bnmem.models.spec import build, model_spec

@@ -26,7 +26,7 @@ def arm_record(history: list[dict], grads: dict, lira: dict, shadow_curve: list[
 
     Args:
         history: the target model's per-epoch records (train stage curves).
-        grads: `bnmem.grads.per_sample.summarize` of the final-epoch norms (configured definition).
+        grads: `bnmem.grads.summary.summarize` of the final-epoch norms (configured definition).
         lira: the headline attack's metrics {subset: {"auc", "tpr_at_fpr_1e-3", ...}}.
         shadow_curve: the shadows' per-epoch {"fit", "auc_all", ...} lists, or None.
         gamma: `bnmem.report.summary.gamma_sigma_summary` of the target model, or None.
