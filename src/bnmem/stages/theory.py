@@ -7,7 +7,8 @@ import pandas as pd
 from bnmem.core import cli
 from bnmem.core.config import load_config
 from bnmem.core.io import atomic_path, save_json
-from bnmem.theory.mechanism import plot_theory, run_theory
+from bnmem.theory.mechanism import run_theory
+from bnmem.theory.plots import plot_theory
 
 log = logging.getLogger("bnmem.theory.mechanism")
 
