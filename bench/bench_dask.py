@@ -27,7 +27,7 @@ import yaml
 
 import bnmem  # noqa: F401  (pins this process and the cluster it starts)
 from bnmem.train.cluster import LoopbackCluster
-from bnmem.train.scaleout import cpu_model
+from bnmem.train.signature import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,8 +21,6 @@ it, or torch, until the dask backend runs.
 from __future__ import annotations
 
 import logging
-import os
-import platform
 import time
 import uuid
 from concurrent.futures import CancelledError
@@ -32,56 +30,9 @@ from typing import Callable
 import numpy as np
 
 from bnmem.core.io import ClusterError
+from bnmem.train.signature import check_signature, cpu_model, signature
 
 log = logging.getLogger(__name__)
-
-
-def signature() -> dict[str, str]:
-    """What decides a shadow model's bits in this process: the CPU pin and the versions of
-    the libraries that compute them. A worker whose signature differs from the stage's
-    would return different bits, so its results are refused."""
-    import torch
-
-    import bnmem
-    from bnmem.core import cpu
-
-    sig = {f"pin {k}": os.environ.get(k, "") for k in cpu.PIN}
-    sig.update({"level": cpu.level(), "pinned before numpy": str(cpu.pin_effective()),
-                "torch dispatch": torch.backends.cpu.get_cpu_capability(),
-                "torch": torch.__version__, "numpy": np.__version__, "bnmem": bnmem.__version__,
-                "machine": platform.machine(), "C kernels": str(_native_kernels())})
-    if cpu.level() == "native":  # unpinned: the bits are this CPU model's
-        sig["CPU model (BNMEM_CPU=native)"] = cpu_model()
-    return sig
-
-
-def _native_kernels() -> bool:
-    """Whether the LeNet C kernels build and load here (without them a worker would train
-    through PyTorch: other bits)."""
-    import torch
-
-    from bnmem import native
-    return native._lib(torch.float32, "lenet_train") is not None
-
-
-def check_signature(mine: dict, theirs: dict, worker: str) -> None:
-    if theirs != mine:
-        diff = {k: f"{mine.get(k)} here, {theirs.get(k)} there"
-                for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)}
-        raise ClusterError(
-            f"dask worker {worker} computes with other kernels or libraries than this stage "
-            f"({diff}), so its bits would differ: start workers in the stage's environment, "
-            "after eval \"$(python -m bnmem.train.scaleout env)\"")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def train_chunk_task(cfg, arm: str, data: dict, ids: list[int]) -> dict:
