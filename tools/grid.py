@@ -243,25 +243,30 @@ def calibration_lines(cells_: list[dict]) -> list[str]:
            "and comparison, pooled per figure: with intervals of the right width Q / df lies "
            "in its 95 % chi-squared band; differences between seeds in truth only raise it, "
            "so Q / df below the band means the per-replicate intervals are too wide (by about "
-           "*factor* in standard error).", "",
+           "*factor* in standard error), and above it that replicates differ by more than "
+           "their own intervals allow (seeds that differ in truth: pool, corruption; or "
+           "intervals too narrow).", "",
            "Replicates of one dataset draw their pools from the same images (the MNIST "
            "subset's 4 000 training images: two 2 000-sample pools share about half; "
            "Fashion-MNIST's 60 000: about 3 %), and a cell's two comparisons share its "
            "none arm, so the df overstate the independent evidence, more so for MNIST.", "",
-           "| dataset | figure | cells x comparisons | df | Q / df | 95 % band | factor |",
+           "| cells | figure | cells x comparisons | df | Q / df | 95 % band | factor |",
            "|---|---|---:|---:|---:|---|---:|"]
-    datasets = sorted({c["params"].get("dataset", "?") for c in cells_})
-    for ds in [*datasets, "all"]:
+    groups = sorted({(c["params"].get("arch", "?"), c["params"].get("dataset", "?")) for c in cells_})
+    keys = ([*groups, *sorted({(a, "all") for a, _ in groups}), ("all", "all")])
+    for arch, ds in keys:
+        name = "all" if arch == "all" else f"{arch}, {'all datasets' if ds == 'all' else ds}"
         for fig, label in FIGURES.items():
             rows = [(d[fig].get("spread"), d[fig].get("replicates", 0) - 1)
-                    for c in cells_ if ds == "all" or c["params"].get("dataset") == ds
+                    for c in cells_ if arch in ("all", c["params"].get("arch"))
+                    and ds in ("all", c["params"].get("dataset"))
                     for d in c["deltas"].values()
                     if fig in d and not d[fig].get("single") and d[fig].get("replicates", 0) >= 2]
             r = pooled_spread([a for a, _ in rows], [b for _, b in rows])
             if r["q_over_df"] is None:
                 continue
             factor = "—" if r["factor"] is None else f"{r['factor']:.2f}"
-            out.append(f"| {ds} | {label} | {r['cells']} | {r['df']} | {r['q_over_df']:.2f} | "
+            out.append(f"| {name} | {label} | {r['cells']} | {r['df']} | {r['q_over_df']:.2f} | "
                        f"[{r['band'][0]:.2f}, {r['band'][1]:.2f}] | {factor} |")
     return out
 
