@@ -97,16 +97,6 @@ def test_interval_coverage_on_synthetic_runs():
     assert jack["fz_flipped"]["coverage"] < 0.85 <= mixed["fz_flipped"]["coverage"]
 
 
-def test_mixed_reads_each_figure_with_its_procedure():
-    from bnmem.attack.intervals import mixed_procedure
-    assert mixed_procedure("auc_all") == mixed_procedure("auc_all", "matched") == "jacksum"
-    assert mixed_procedure("auc_identity", "delta") == "jacksum"
-    assert {mixed_procedure("tpr_low_all", r) for r in ("arm", "delta", "matched")} == {"both"}
-    assert mixed_procedure("fz_flipped", "delta") == "jacksum"
-    with pytest.raises(ValueError, match="read"):
-        mixed_procedure("auc_all", "equal")
-
-
 def test_matched_and_equal_auc_measure_the_same_attack():
     """At equal epochs the comparison that matched fit is judged against uses the per-epoch
     attack's last epoch (identity query), so two arms with the same per-epoch curves differ

@@ -73,9 +73,7 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     for proc in procedures:
         plan = IntervalPlan(proc, p, {d: segments[d] for d in designs(proc)})
         names = list(FIGURES) + [f"{f}_delta" for f in FIGURES]
-        ci = [plan.ci(float(vals[0, j]), vals[:, j], names[j].removesuffix("_delta"),
-                      read="delta" if names[j].endswith("_delta") else "arm")
-              for j in range(vals.shape[1])]
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], names[j]) for j in range(vals.shape[1])]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])
     return out

@@ -130,7 +130,7 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     out = {}
     for proc in procedures:
         plan = IntervalPlan(proc, p, {d: segments[d] for d in designs(proc)})
-        ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f], read="matched")
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
               for j, (f, _) in enumerate(FIGURES)]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])

@@ -38,9 +38,9 @@ class IntervalPlan:
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
-    - mixed (the default, `MIXED`): jacksum for AUC, memorization and accuracies, both
-      for TPR at low FPR, whether one arm's figure, a paired difference at equal epochs or
-      one at matched utility (`read`). Under the noise structure of real shadows (arms
+    - mixed (the default, `mixed_procedure`): jacksum for AUC, memorization and
+      accuracies, both for TPR at low FPR, whether one arm's figure, a paired difference at
+      equal epochs or one at matched utility. Under the noise structure of real shadows (arms
       share ~30 % of their model noise, bench/results/noise_structure.md) it covers
       0.942-0.984 on 1 200 simulated runs (bench/results/coverage_paired03_*.md,
       coverage_matched_paired03_*.md), above the 93-97 % target for TPR and for the paired
@@ -74,14 +74,13 @@ class IntervalPlan:
         return var
 
     def ci(self, point: float | None, draws: np.ndarray, figure: str = "", z: float = 1.96,
-           min_share: float = 0.8, read: str = "arm") -> tuple[float | None, float | None]:
-        """point +- z sd for one figure (`figure`: its key, `read`: arm | delta | matched,
-        which `mixed` reads)."""
+           min_share: float = 0.8) -> tuple[float | None, float | None]:
+        """point +- z sd for one figure (`figure`: its key, which `mixed` reads)."""
         if point is None or not np.isfinite(point):
             return None, None
-        return self.ci_from(point, self.variances(draws, min_share), figure, z, read)
+        return self.ci_from(point, self.variances(draws, min_share), figure, z)
 
-    def summary(self, vals, figure: str = "", read: str = "arm") -> dict:
+    def summary(self, vals, figure: str = "") -> dict:
         """{value (row 0), lo, hi, sd: each design's SD} of one figure's draws: the record
         every interval in results/membership.json is (sd lets another procedure be read
         from the committed result without rerunning it)."""
@@ -90,16 +89,16 @@ class IntervalPlan:
         if not np.isfinite(v):
             return {"value": None, "lo": None, "hi": None, "sd": {}}
         var = self.variances(vals)
-        lo, hi = self.ci_from(v, var, figure, read=read)
+        lo, hi = self.ci_from(v, var, figure)
         return {"value": v, "lo": lo, "hi": hi,
                 "sd": {k: None if x is None else float(np.sqrt(x)) for k, x in var.items()}}
 
-    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96,
-                read: str = "arm") -> tuple[float | None, float | None]:
+    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
+                ) -> tuple[float | None, float | None]:
         """point +- z sd from recorded design variances (`variances`)."""
         procedure = self.procedure
         if procedure == "mixed":
-            procedure = mixed_procedure(figure, read)
+            procedure = mixed_procedure(figure)
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
@@ -113,21 +112,13 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
-READS = ("arm", "delta", "matched")  # one arm's figure; a - b at equal epochs; a - b at matched utility
-# mixed: (read, figure family) -> procedure, chosen on two simulation studies under the
-# noise structure of real shadows (bench/results/coverage_paired03_*.md,
-# coverage_matched_paired03_*.md); every other pair takes jacksum
-# (the jackknife alone for paired AUC differences at equal epochs was tried and failed its
-# fresh confirmation: 0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)
-MIXED = {("arm", "tpr"): "both", ("delta", "tpr"): "both", ("matched", "tpr"): "both"}
-
-
-def mixed_procedure(figure: str, read: str = "arm") -> str:
-    """The procedure `mixed` uses for a figure read one way (MIXED, else jacksum)."""
-    if read not in READS:
-        raise ValueError(f"read: {read!r}; valid: {' | '.join(READS)}")
-    family = "tpr" if figure.startswith("tpr") else "auc" if figure.startswith("auc") else "other"
-    return MIXED.get((read, family), "jacksum")
+def mixed_procedure(figure: str) -> str:
+    """The procedure `mixed` uses for a figure: both for TPR at low FPR, jacksum for the
+    rest, however the figure is read (one arm, a paired difference, matched utility: the
+    simulation under the measured noise structure found no read that needs another; the
+    jackknife alone for paired AUC differences at equal epochs was tried and failed its
+    fresh confirmation, 0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
+    return "both" if figure.startswith("tpr") else "jacksum"
 
 
 def designs(procedure: str) -> tuple[str, ...]:

@@ -199,7 +199,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         if key in ("epoch", "units", "endpoints"):
             continue
         vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
-        out["equal_epochs"][key] = _summary(vals, plan, key, "delta")
+        out["equal_epochs"][key] = _summary(vals, plan, key)
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
     # the per-epoch attack sees the identity query only (the one recorded every epoch), so
@@ -207,7 +207,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     # all-queries auc_all above
     vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]
                      for a, b in zip(draws_a, draws_b)])
-    out["equal_epochs"]["auc_identity"] = _summary(vals, plan, "auc_identity", "delta")
+    out["equal_epochs"]["auc_identity"] = _summary(vals, plan, "auc_identity")
     keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
             "in_acc_ood": "in_acc_ood", "fz_flipped": "fz_flipped",
             "fz_ood": "fz_ood"}  # output name -> per-epoch figure
@@ -221,7 +221,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
             vb, pb = at_fit(eb["fit"], eb[fig], target)
             rows[k].append(va - vb)
         epochs.append((pa, pb))
-    out["matched_fit"] = {k: _summary(np.array(v), plan, k, "matched") for k, v in rows.items()}
+    out["matched_fit"] = {k: _summary(np.array(v), plan, k) for k, v in rows.items()}
     out["matched_fit"]["fit"] = fits[0]
     out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = epochs[0]
     e0a, e0b = draws_a[0]["epoch"], draws_b[0]["epoch"]
@@ -229,7 +229,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     curve = np.array([[at_fit(a["epoch"]["fit"], a["epoch"]["auc_all"], f)[0]
                        - at_fit(b["epoch"]["fit"], b["epoch"]["auc_all"], f)[0] for f in grid]
                       for a, b in zip(draws_a, draws_b)])  # [B+1, G]
-    band = [plan.ci(curve[0, g], curve[:, g], "auc_all", read="matched") for g in range(grid.size)]
+    band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
     out["curve"] = {"fit": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
     return out
@@ -257,5 +257,5 @@ def _legacy_plan(draws: list[dict]) -> IntervalPlan:
     return IntervalPlan("both", int(draws[0]["units"]), {"both": (1, len(draws))})
 
 
-def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str, read: str = "arm") -> dict:
-    return plan.summary(vals, figure, read)
+def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str) -> dict:
+    return plan.summary(vals, figure)
