@@ -32,12 +32,21 @@ data:
 repro: setup
 	dvc repro
 
+# Tests run in a fresh random order each time (pytest-random-order: modules shuffled, and
+# the tests inside each), so none may depend on another's leftovers; the first line names
+# the seed, and `make test TEST_SEED=N` replays that order.
+ifndef TEST_SEED
+TEST_SEED := $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
+endif
+RANDOM_ORDER = -p random_order --random-order-bucket=module --random-order-seed=$(TEST_SEED)
 test: setup
-	python -m pytest -q
+	@echo "test order: seed $(TEST_SEED) (make test TEST_SEED=$(TEST_SEED) replays it)"
+	python -m pytest -q $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 # the edit loop: every test but the slow ones (DVC pipelines, clusters, wheels, simulations)
 test-fast: setup
-	python -m pytest -q -m "not slow"
+	@echo "test order: seed $(TEST_SEED) (make test-fast TEST_SEED=$(TEST_SEED) replays it)"
+	python -m pytest -q -m "not slow" $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 bench: setup
 	python bench/run_all.py

@@ -279,15 +279,17 @@ def test_default_params_run_locally():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])  # Ctrl-C, and README's `kill %1`
-def test_cluster_command_prints_its_address_and_stops_its_processes(stop):
+def test_cluster_command_prints_its_address_and_stops_its_processes(stop, tmp_path):
     import signal
 
     import psutil
     proc = subprocess.Popen([sys.executable, "-m", "bnmem.train.scaleout", "cluster", "--workers", "2"],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})  # its logs stay here
     try:
         line = proc.stdout.readline()
         assert line.startswith("export DASK_SCHEDULER_ADDRESS=tcp://127.0.0.1:"), line
+        assert f"logs in {tmp_path}" in line, line
         address = line.split("=", 1)[1].split()[0]
         with distributed.Client(address, timeout=10) as c:
             assert len(c.scheduler_info()["workers"]) == 2

@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,21 @@ HEADLINE = {  # metrics/: what `dvc metrics diff` shows a reviewer (about 40 val
 
 def leaves(d) -> int:
     return sum(leaves(v) for v in d.values()) if isinstance(d, dict) else 1
+
+
+def restore_head(repo: Path) -> None:
+    """The committed state, files and DVC outputs, whatever a test changed: every test that
+    changes the repo ends with this, so the tests hold in any order (make test shuffles
+    them). The index is emptied first: DVC rewrites dvc.lock within the same second and at
+    the same size (0.05 -> 0.01), and git's stat cache would then take the changed file for
+    the committed one. Replicate records of extra seeds are outputs the committed dvc.lock
+    does not know (`dvc checkout` leaves them), and the report reads their folder."""
+    sh(repo, "git", "rm", "-r", "-q", "--cached", ".")
+    sh(repo, "git", "checkout", "-q", "HEAD", "--", ".")
+    for extra in (repo / "data" / "replicates").iterdir():
+        if extra.is_dir():  # the committed run has seeds: [], so no replicate outputs
+            shutil.rmtree(extra)
+    sh(repo, "dvc", "checkout", "-q")
 
 
 @pytest.mark.slow
@@ -169,6 +185,13 @@ def test_plots_show_writes_html(repo, tmp_path):
 def test_exp_run_set_param_and_metrics_diff(repo):
     """`dvc exp run -S` on a knob that reruns one arm (not every stage: the DVC mechanics
     are the same, the run a third), then `dvc exp show` and `dvc metrics diff` see it."""
+    try:
+        exp_run_and_sweep(repo)
+    finally:  # `dvc exp run` leaves its result in the workspace
+        restore_head(repo)
+
+
+def exp_run_and_sweep(repo: Path) -> None:
     sh(repo, "dvc", "exp", "run", "-S", "reg_strength=0.37")
     shown = json.loads(sh(repo, "dvc", "exp", "show", "--json").stdout)
     text = json.dumps(shown)
@@ -177,15 +200,30 @@ def test_exp_run_set_param_and_metrics_diff(repo):
     changed = {k for f in diff.values() for k in f}
     assert any(k.startswith("batchnorm_reg.") for k in changed), changed
     assert not any(k.startswith(("none.", "batchnorm.")) for k in changed), changed
+    # the sweep tool tabulates that experiment (`make sweep` runs the same with --queue)
+    out = repo / "sweep_test"
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "sweep.py"), "reg_strength", "0.37",
+                          "--no-run", "--out", str(out)], cwd=repo, env=ENV,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = out.with_suffix(".md").read_text().splitlines()
+    header = [c.strip() for c in lines[[l.startswith("| reg_strength | arm") for l in lines].index(True)]
+              .strip("|").split("|")]
+    rows = [dict(zip(header, (c.strip() for c in l.strip("|").split("|")))) for l in lines
+            if l.startswith("| 0.37")]
+    arms = [r for r in rows if r["arm"] in ("none", "batchnorm", "batchnorm_reg")]
+    assert {r["arm"] for r in arms} == {"none", "batchnorm", "batchnorm_reg"}, rows
+    for r in arms:  # TPR at 1e-3 is unsupported at 6 shadows ("-"): every other figure is there
+        assert all(r[c] not in ("-", "None", "") for c in header if c != "tpr_at_fpr_1e-3_all"), r
+    assert any(r["arm"] == "batchnorm_minus_none" for r in rows), rows  # the deltas' pair column
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    (out.with_suffix(".md")).unlink(), out.with_suffix(".png").unlink()
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "sweep.py"), "reg_strength", "0.5",
+                          "--no-run", "--out", str(out)], cwd=repo, env=ENV,
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "reg_strength = 0.5" in res.stderr, res.stderr
 
 
-def restore_head(repo: Path) -> None:
-    """The committed state, files and DVC outputs. The index is emptied first: DVC rewrites
-    dvc.lock within the same second and at the same size (0.05 -> 0.01), and git's stat
-    cache would then take the changed file for the committed one."""
-    sh(repo, "git", "rm", "-r", "-q", "--cached", ".")
-    sh(repo, "git", "checkout", "-q", "HEAD", "--", ".")
-    sh(repo, "dvc", "checkout", "-q")
 
 
 @pytest.mark.slow
@@ -221,8 +259,7 @@ def test_reg_strength_reruns_only_the_reg_arm(repo):
         assert not {s for s in ran if s.endswith("@none") or s.endswith("@batchnorm")
                     or s.endswith("@none-0") or s.endswith("@batchnorm-0")}, ran
     finally:
-        sh(repo, "git", "checkout", "-q", "params.yaml")
-        sh(repo, "dvc", "checkout", "-q")
+        restore_head(repo)
 
 
 @pytest.mark.slow
@@ -241,13 +278,11 @@ def test_shadow_backend_leaves_every_stage_up_to_date(repo):
         ran = [l for l in dry.splitlines() if l.startswith("Running stage")]
         assert not ran, dry
     finally:
-        sh(repo, "git", "checkout", "-q", "params.yaml")
-        sh(repo, "dvc", "checkout", "-q")
+        restore_head(repo)
 
 
 @pytest.mark.slow
 def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
-    sh(repo, "dvc", "repro")  # earlier tests may leave uncached recipes of other params
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["seeds"] = [1]  # one extra seed: the same mechanics as two, half the runs
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -268,5 +303,4 @@ def test_extra_seeds_run_only_replicates_and_give_intervals(repo):
         assert auc["lo"] <= auc["mean"] <= auc["hi"] and len(set(auc["values"].values())) == 2
         assert "## Across seeds" in (repo / "report.md").read_text()
     finally:
-        sh(repo, "git", "checkout", "-q", "params.yaml", "dvc.lock")
-        sh(repo, "dvc", "checkout", "-q")
+        restore_head(repo)

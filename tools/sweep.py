@@ -4,12 +4,16 @@
     python tools/sweep.py noise_rate 0 0.01 0.05 --out plots/sweep_noise
 
 Runs `dvc exp run --queue -S <key>=<v>` per value, `dvc queue start`, waits, then reads
-`dvc exp show --json` and writes <out>.md (table) and <out>.png (trade-off plot).
-Experiments run from HEAD, so commit first.
+`dvc exp show --json` and writes <out>.md and <out>.png: per value and arm the headline
+attack (metrics/attack.json) and fit (metrics/train.json), and per value the pipeline's
+comparisons with their intervals (metrics/deltas.json: the primary one at matched held-out
+accuracy, and equal epochs). Experiments run from HEAD, so commit first. A value whose
+experiment left a metric out (noise_rate 0 has no flipped samples) reads "-".
 """
 import argparse
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,18 +24,23 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from bnmem.report.plots import colour  # noqa: E402
 
-COLUMNS = {  # column label -> (metrics file, path inside it under the arm); the headline attack
-    "auc_flipped": ("metrics/attack.json", ["auc_flipped"]),
-    "auc_ood": ("metrics/attack.json", ["auc_ood"]),
-    "auc_all": ("metrics/attack.json", ["auc_all"]),
-    "flipped_mem_acc": ("metrics/train.json", ["flipped_mem_acc"]),
-    "ood_mem_acc": ("metrics/train.json", ["ood_mem_acc"]),
-    "test_acc": ("metrics/train.json", ["test_acc"]),
+COLUMNS = {  # column label -> (metrics file, key under the arm); the headline attack
+    "auc_all": ("metrics/attack.json", "auc_all"),
+    "auc_flipped": ("metrics/attack.json", "auc_flipped"),
+    "auc_ood": ("metrics/attack.json", "auc_ood"),
+    "tpr_at_fpr_1e-3_all": ("metrics/attack.json", "tpr_at_fpr_1e-3_all"),
+    "flipped_mem_acc": ("metrics/train.json", "flipped_mem_acc"),
+    "clean_train_acc": ("metrics/train.json", "clean_train_acc"),
+    "test_acc": ("metrics/train.json", "test_acc"),
 }
+DELTAS = "metrics/deltas.json"  # pair -> figure -> {value, lo, hi}
 
 
 def dvc(*args: str) -> str:
-    return subprocess.run(["dvc", *args], check=True, capture_output=True, text=True).stdout
+    res = subprocess.run(["dvc", *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f"sweep: `dvc {' '.join(args)}` failed: {res.stderr.strip().splitlines()[-1:]}")
+    return res.stdout
 
 
 def wait_for_queue(poll: float = 5.0) -> None:
@@ -42,66 +51,98 @@ def wait_for_queue(poll: float = 5.0) -> None:
         time.sleep(poll)
 
 
-def dig(d: dict, path: list[str]):
-    for p in path:
-        if not isinstance(d, dict) or p not in d:
-            return None
-        d = d[p]
-    return d
-
-
-def collect(key: str, values: list[float]) -> list[dict]:
-    """One row per (value, arm) from the experiments of HEAD that set `key`."""
+def experiments(shown: list) -> list[dict]:
+    """Every row of `dvc exp show --json` (baselines and their experiments), each as
+    {name, params, metrics: {file: data}}; rows that failed or have no metrics are left out."""
     rows = []
-    for baseline in json.loads(dvc("exp", "show", "--json")):
+    for baseline in shown:
         for exp in [baseline] + [e for r in baseline.get("experiments") or [] for e in r.get("revs", [])]:
-            data = (exp.get("data") or {})
-            params = dig(data, ["params", "params.yaml", "data"]) or {}
-            if params.get(key) not in values or not data.get("metrics"):
+            data = exp.get("data") or {}
+            metrics = {f: (m or {}).get("data") for f, m in (data.get("metrics") or {}).items()}
+            if not any(metrics.values()):
                 continue
-            metrics = {f: (m or {}).get("data", {}) for f, m in data["metrics"].items()}
-            for arm in params.get("arms", []):
-                row = {key: params[key], "arm": arm, "exp": exp.get("name") or exp.get("rev")}
-                for col, (f, path) in COLUMNS.items():
-                    row[col] = dig(metrics.get(f, {}), [arm] + path)
-                rows.append(row)
-    seen, out = set(), []
-    for r in sorted(rows, key=lambda r: (r[key], r["arm"])):
-        if (r[key], r["arm"]) not in seen:
-            seen.add((r[key], r["arm"]))
-            out.append(r)
-    return out
+            params = (((data.get("params") or {}).get("params.yaml") or {}).get("data")) or {}
+            rows.append({"name": exp.get("name") or data.get("rev") or exp.get("rev"),
+                         "params": params, "metrics": {f: m or {} for f, m in metrics.items()}})
+    return rows
 
 
-def write(rows: list[dict], key: str, out: Path) -> None:
-    cols = [key, "arm"] + list(COLUMNS)
-    fmt = lambda v: f"{v:.4f}" if isinstance(v, float) else str(v)  # noqa: E731
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
-    out.with_suffix(".md").write_text(f"# Sweep over `{key}`\n\n" + "\n".join(lines) + "\n")
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for arm in sorted({r["arm"] for r in rows}):
-        rs = [r for r in rows if r["arm"] == arm]
-        xs = [r[key] for r in rs]
-        for ax, col in zip(axes, ("auc_flipped", "flipped_mem_acc", "test_acc")):
-            ax.plot(xs, [r[col] if r[col] is not None else float("nan") for r in rs], "-o",
-                    color=colour(arm), label=arm)
+def collect(rows: list[dict], key: str, values: list[float]) -> tuple[list[dict], list[dict]]:
+    """(per value and arm, per value, pair and figure) from the experiments that set `key`
+    to one of `values`; the first experiment listed per value wins."""
+    by_value = {}
+    for row in rows:
+        v = row["params"].get(key)
+        if isinstance(v, (int, float)) and float(v) in values and float(v) not in by_value:
+            by_value[float(v)] = row
+    arms, deltas = [], []
+    for v in sorted(by_value):
+        row = by_value[v]
+        for arm in row["params"].get("arms", []):
+            arms.append({key: v, "arm": arm, "exp": row["name"],
+                         **{col: (row["metrics"].get(f, {}).get(arm) or {}).get(k)
+                            for col, (f, k) in COLUMNS.items()}})
+        for pair, figures in sorted((row["metrics"].get(DELTAS) or {}).items()):
+            for figure, ci in sorted(figures.items()):
+                deltas.append({key: v, "pair": pair, "figure": figure, **ci})
+    return arms, deltas
+
+
+def fmt(v) -> str:
+    return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def table(cols: list[str], rows: list[dict]) -> list[str]:
+    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows])
+
+
+def write(arms: list[dict], deltas: list[dict], key: str, out: Path) -> None:
+    lines = [f"# Sweep over `{key}`", "",
+             "Per arm: the headline attack (LiRA online, every sample) and the fit, at the end "
+             "of each arm's recipe (metrics/attack.json, metrics/train.json).", ""]
+    lines += table([key, "arm", *COLUMNS, "exp"], arms)
+    lines += ["", "Comparisons (metrics/deltas.json): AUC difference with its 95 % interval; "
+              "`matched_heldout` is the primary criterion (endpoints at matched held-out "
+              "accuracy), `equal_epochs` the two recipes' last models.", ""]
+    lines += table([key, "pair", "figure", "value", "lo", "hi"], deltas)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4))
+    for arm in sorted({r["arm"] for r in arms}):
+        rs = [r for r in arms if r["arm"] == arm]
+        for ax, col in zip(axes, ("auc_all", "flipped_mem_acc", "test_acc")):
+            ax.plot([r[key] for r in rs], [float("nan") if r[col] is None else r[col] for r in rs],
+                    "-o", color=colour(arm), label=arm)
             ax.set(xlabel=key, ylabel=col)
-            if key == "reg_strength":  # 0 and log-spaced values on one axis
-                ax.set_xscale("symlog", linthresh=0.01)
+    for pair in sorted({d["pair"] for d in deltas}):
+        for figure, style in (("matched_heldout", "-o"), ("equal_epochs", "--s")):
+            ds = [d for d in deltas if d["pair"] == pair and d["figure"].endswith(figure)
+                  and d.get("value") is not None]
+            if ds:  # an interval the run could not give (too few models) is drawn as none
+                xs, ys = [d[key] for d in ds], [d["value"] for d in ds]
+                err = [[y - (y if d.get("lo") is None else d["lo"]) for y, d in zip(ys, ds)],
+                       [(y if d.get("hi") is None else d["hi"]) - y for y, d in zip(ys, ds)]]
+                axes[3].errorbar(xs, ys, yerr=err, fmt=style, capsize=3,
+                                 label=f"{pair}: {ds[0]['figure']}")
+    axes[3].axhline(0, color="grey", lw=0.8)
+    axes[3].set(xlabel=key, ylabel="difference (95 % interval)")
     for ax in axes:
-        ax.legend(fontsize=8)
+        if key == "reg_strength":  # 0 and log-spaced values on one axis
+            ax.set_xscale("symlog", linthresh=0.01)
+        ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.suptitle(f"privacy / utility vs {key}")
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("key")
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("key", help="a top-level params.yaml key (reg_strength, noise_rate, ...)")
     p.add_argument("values", nargs="+", type=float)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="path without suffix: writes <out>.md and <out>.png")
     p.add_argument("--no-run", action="store_true", help="only tabulate existing experiments")
     args = p.parse_args()
     if not args.no_run:
@@ -109,9 +150,14 @@ def main() -> None:
             dvc("exp", "run", "--queue", "-S", f"{args.key}={v:g}")
         dvc("queue", "start", "-j", "1")
         wait_for_queue()
-    rows = collect(args.key, args.values)
-    write(rows, args.key, Path(args.out))
+    arms, deltas = collect(experiments(json.loads(dvc("exp", "show", "--json"))),
+                           args.key, [float(v) for v in args.values])
+    missing = sorted(set(map(float, args.values)) - {r[args.key] for r in arms})
+    write(arms, deltas, args.key, Path(args.out))
     print(Path(args.out).with_suffix(".md").read_text())
+    if missing:  # a failed experiment: `dvc queue logs` says why
+        sys.exit(f"sweep: no finished experiment with {args.key} = {', '.join(map(str, missing))} "
+                 "(see `dvc queue status` and `dvc queue logs NAME`)")
 
 
 if __name__ == "__main__":
