@@ -192,3 +192,20 @@ def test_stages_that_run_no_model_never_load_torch(stage):
             "print(sorted(k for k in sys.modules if k.split('.')[0] in ('torch', 'torchvision')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_stage_runs_the_code_of_its_own_checkout(tmp_path):
+    """DVC hashes the checkout's src/ as a stage's deps, so the stage must run that code:
+    `dvc exp run --queue` / `--temp` run a copy of the commit under .dvc/tmp/exps, where
+    the venv's editable install would otherwise import the main checkout's bnmem."""
+    import os
+    import shutil
+    for name in ("stages", "src"):
+        shutil.copytree(ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    (tmp_path / "stages" / "probe.py").write_text("import _boot  # noqa: F401\nimport bnmem\n"
+                                                  "print(bnmem.__file__)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, str(tmp_path / "stages" / "probe.py")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, check=True)
+    assert Path(out.stdout.strip()) == tmp_path / "src" / "bnmem" / "__init__.py", out.stdout

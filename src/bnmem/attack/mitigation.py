@@ -18,9 +18,8 @@ import numpy as np
 from bnmem.attack import frontier
 from bnmem.attack.epsilon import arm_epsilon
 from bnmem.attack.lira import loo_lira
-from bnmem.core.kinds import FLIPPED, OOD
+from bnmem.core.kinds import FLIPPED, HEADLINE, OOD
 
-EPS_SUBSETS = ("all", "flipped", "ood")
 BASE = "batchnorm"
 
 
@@ -71,7 +70,7 @@ def table(mitigations: dict, endpoints: dict[str, list[dict]], epsilons: dict[st
         level = m["level"]
         u = {side: [e["out_acc_clean"]["value"] for e in endpoints[side]] for side in (arm, BASE)}
         eps = {side: {sub: least_at(u[side], [e[sub]["epsilon_lo"] for e in epsilons[side]], level)
-                      for sub in EPS_SUBSETS} for side in (arm, BASE)}
+                      for sub in HEADLINE} for side in (arm, BASE)}
         overlap = (None if any(v is None for v in u[arm] + u[BASE]) else
                    bool(min(max(u[arm]), max(u[BASE])) > max(min(u[arm]), min(u[BASE]))))
         rows.append({"arm": arm, "heldout": level, "overlap": overlap, "auc_all": m["auc_all"],

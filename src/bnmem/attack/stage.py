@@ -31,6 +31,7 @@ from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epo
 from bnmem.attack.roc import (
     ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
 )
+from bnmem.core.kinds import RARE, SUBSETS
 from bnmem.core.rng import SALT
 from bnmem.core.keep import keep_matrix
 
@@ -184,7 +185,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
             if not support["supported"]:
                 membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None}
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
-                         for sub in ("all", "clean", "flipped", "ood")},
+                         for sub in SUBSETS},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
                       # only where supported (>= 10 false positives: the full-scale protocol)
                       **({"tpr_at_fpr_1e-4_all": t} if (t := attack[arm][variant]["all"]
@@ -246,7 +247,7 @@ def _shadow_grads(data: dict, shards: dict[str, list[Path]], kind: np.ndarray) -
     for a, b in comparison_pairs(list(shards)):
         if not np.array_equal(per[a]["ids"], per[b]["ids"]):
             continue
-        for name in ("flipped", "ood"):
+        for name in RARE:
             out["compare"][f"{a}_minus_{b}_{name}"] = grad_claims.compare(
                 per[a][name], per[a]["heldout"], per[b][name], per[b]["heldout"])
     return out

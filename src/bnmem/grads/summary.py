@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnmem.core.kinds import CLEAN
+from bnmem.core.kinds import CLEAN, RARE
 from bnmem.core.kinds import KINDS as KIND_CODES
 
 KINDS = tuple(KIND_CODES.items())
@@ -26,7 +26,7 @@ def summarize(norms: np.ndarray, kind: np.ndarray, suffix: str = "") -> dict[str
         med[name] = float(np.median(v)) if len(v) else None
         out[f"median_norm_{name}{suffix}"] = med[name]
         out[f"p90_norm_{name}{suffix}"] = float(np.quantile(v, 0.9)) if len(v) else None
-    for name in ("flipped", "ood"):
+    for name in RARE:
         ok = med[name] is not None and med["clean"] not in (None, 0.0)
         out[f"ratio_{name}_clean{suffix}"] = med[name] / med["clean"] if ok else None
     corrupted = kind != CLEAN

@@ -2,6 +2,8 @@
 (shared by bnmem.report.markdown and bnmem.report.sections)."""
 from __future__ import annotations
 
+from bnmem.core.kinds import HEADLINE
+
 
 def _f(v, digits: int = 3) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
@@ -23,7 +25,7 @@ def _eps_cell(e: dict | None) -> str:
     if not e:
         return "n/a"
     return " / ".join("n/a" if e[k]["epsilon_lo"] is None else f"{e[k]['epsilon_lo']:.2f}"
-                      for k in ("all", "flipped", "ood") if k in e)
+                      for k in HEADLINE if k in e)
 
 
 def _est(d: dict | None, scale: float = 1.0, signed: bool = False, digits: int = 3) -> str:

@@ -11,6 +11,7 @@ from bnmem.core.recipes import budget_epochs
 from bnmem.core.io import atomic_path
 from bnmem.report.exposure import exposure_section
 from bnmem.report.mitigation import mitigation_section
+from bnmem.core.kinds import HEADLINE
 from bnmem.report.summary import unfit_arms
 from bnmem.report.cells import (_ci, _claim_cell, _crit_cell, _disagree, _eps_cell, _est, _f, _g,
                                 _others_cell, _support, _vlow_cell)
@@ -130,7 +131,7 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
                  f"{_vlow_cell(m, attack[a][variant]['all'].get('tpr_at_fpr_1e-4'))} | "
                  f"{_g(attack[a][variant]['all'].get('tpr_at_zero_fp'))} | "
                  f"{_eps_cell(m.get('empirical_epsilon'))} |")
-    neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in ("all", "flipped", "ood")}
+    neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in HEADLINE}
     L += ["", "Intervals: models+samples (TPR at 0 FP: point estimate; TPR at 1e-4 from "
           "100 000 negative model-sample pairs on, the procedure of TPR at 1e-3). TPR at "
           "FPR f is reported only where its false positives come from ≥ 10 distinct samples "

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-SUBSETS = ("all", "flipped", "ood")
+from bnmem.core.kinds import HEADLINE
+
 
 
 def _pts(s: dict | None) -> str:
@@ -21,7 +22,7 @@ def _pts(s: dict | None) -> str:
 def _eps(d: dict | None) -> str:
     if not d:
         return "n/a"
-    return " / ".join("n/a" if d.get(k) is None else f"{d[k]:.2f}" for k in SUBSETS)
+    return " / ".join("n/a" if d.get(k) is None else f"{d[k]:.2f}" for k in HEADLINE)
 
 
 def _level(v) -> str:

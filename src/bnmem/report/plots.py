@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from bnmem.core.kinds import KINDS  # noqa: E402
+from bnmem.core.kinds import HEADLINE, KINDS  # noqa: E402
 from bnmem.attack.frontier import pareto_at  # noqa: E402
 
 COLOURS = {"none": "#1f77b4", "batchnorm": "#d62728", "batchnorm_reg": "#2ca02c",
@@ -38,7 +38,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 def roc_curves(roc: pd.DataFrame, metrics: dict, path: Path, attack: str = "lira_online") -> Path:
     """Log-log ROC per subset (all, flipped, ood), one line per arm, chance line dashed."""
-    subsets = [s for s in ("all", "flipped", "ood") if s in set(roc["subset"])]
+    subsets = [s for s in HEADLINE if s in set(roc["subset"])]
     fig, axes = plt.subplots(1, len(subsets), figsize=(4.6 * len(subsets), 4.2), squeeze=False)
     for ax, sub in zip(axes[0], subsets):
         grid = np.logspace(-4, 0, 50)
