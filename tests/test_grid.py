@@ -96,7 +96,7 @@ def test_fit_rule_flags_a_cell_and_the_table_says_so(tmp_path):
     grid.report([ok, bad], spec, tmp_path / "grid.md", tmp_path / "grid.png", 36)
     text = (tmp_path / "grid.md").read_text()
     assert "| c | batchnorm − none | 3 | +10.00 [" in text
-    assert "| none | 4 | not evidence (flagged) | not evidence (flagged) |" in text
+    assert "| yes: `none` misses in 1 of 3 | 4 | not evidence (flagged) | not evidence (flagged) |" in text
     # matched intervals around +1 point, far below the 4-point threshold: not reproduced
     assert "| no | 4 | not reproduced | not reproduced |" in text
     assert "Replicates finished: 6 of 36 (2 of 12 cells); total wall time 6.0 min." in text

@@ -179,10 +179,20 @@ def combine(reps: list[dict], fit_rule: dict) -> dict:
     arms = sorted({a for r in reps for a in r["fit"]})
     fit = {a: sum(r["fit"][a]["clean_train_acc"] or 0 for r in reps) / len(reps) for a in arms}
     flagged = sorted({a for r in reps for a in r["flagged_arms"]})
+    misses = {a: sum(a in r["flagged_arms"] for r in reps) for a in flagged}
     return {"cell": reps[0]["cell"], "params": {k: v for k, v in reps[0]["params"].items()
                                                   if k != "seed"},
             "seeds": [r["seed"] for r in reps], "deltas": deltas, "fit": fit,
-            "flagged_arms": flagged, "wall_s": sum(r["wall_s"] for r in reps)}
+            "flagged_arms": flagged, "misses": misses, "wall_s": sum(r["wall_s"] for r in reps)}
+
+
+def _flag_text(c: dict) -> str:
+    """'no', or which arms missed the fit rule in how many replicates (the no-norm arm is
+    called "none", so a bare arm name would read as "nothing flagged")."""
+    if not c["flagged_arms"]:
+        return "no"
+    k = len(c["seeds"])
+    return "yes: " + ", ".join(f"`{a}` misses in {c['misses'][a]} of {k}" for a in c["flagged_arms"])
 
 
 def _cell_text(p: dict | None, mde: bool = False) -> str:
@@ -305,7 +315,7 @@ def report(cells_: list[dict], spec: dict, md: Path, png: Path, n_units: int) ->
                 f"{_cell_text(d.get('auc_all_matched_heldout'), mde=True)} | "
                 f"{_cell_text(d.get('auc_all_matched_fit'))} | "
                 f"{c['fit'].get(arm, 0):.3f} / {c['fit'].get('none', 0):.3f} | "
-                f"{', '.join(c['flagged_arms']) or 'no'} | "
+                f"{_flag_text(c)} | "
                 f"{100 * threshold(c['params']):.0f} | "
                 f"{v if arm == 'batchnorm' else ''} | {vh if arm == 'batchnorm' else ''} | "
                 f"{c['wall_s'] / 60:.1f} |")
@@ -402,7 +412,8 @@ def main() -> None:
         except RuntimeError as exc:
             print(f"grid: {exc}", file=sys.stderr, flush=True)
             continue
-        print(f"{unit}: {rec['wall_s']:.0f} s, flagged {rec['flagged_arms'] or 'none'}", flush=True)
+        missed = ", ".join(rec["flagged_arms"]) or "no arm"
+        print(f"{unit}: {rec['wall_s']:.0f} s; missed the fit rule: {missed}", flush=True)
         write_report(out, spec, len(todo))
     write_report(out, spec, len(todo))
 

@@ -130,7 +130,7 @@ def write(arms: list[dict], deltas: list[dict], key: str, out: Path) -> None:
     for ax in axes:
         if key == "reg_strength":  # 0 and log-spaced values on one axis
             ax.set_xscale("symlog", linthresh=0.01)
-            ax.set_xlim(-0.001, 1.5 * max(r[key] for r in arms))
+            ax.set_xlim(-0.001, 1.5 * max((r[key] for r in arms), default=1.0))
         ax.legend(fontsize=6)
         ax.grid(alpha=0.3)
     fig.suptitle(f"privacy / utility vs {key}")
