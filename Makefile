@@ -41,7 +41,7 @@ endif
 RANDOM_ORDER = -p random_order --random-order-bucket=module --random-order-seed=$(TEST_SEED)
 test: setup
 	@echo "test order: seed $(TEST_SEED) (make test TEST_SEED=$(TEST_SEED) replays it)"
-	python -m pytest -q $(RANDOM_ORDER) $(PYTEST_ARGS)
+	python -m pytest -q --durations=10 $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 # the edit loop: every test but the slow ones (DVC pipelines, clusters, wheels, simulations)
 test-fast: setup
