@@ -99,8 +99,8 @@ def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
     scoring (0.5 by construction), this can fail: a protocol bias or a tie-breaking rule
     that favours one side shows here.
 
-    Returns {variant: {"auc": {mean, min, max}, "tpr_at_fpr_1e-3": {...}, "epsilon_lo":
-    {...} (empirical ε, bnmem.attack.epsilon), "masks": k}}.
+    Returns {variant: {"auc": {mean, min, max}, "tpr_at_fpr_1e-3": {...}, "tpr_at_fpr_1e-4":
+    {...}, "epsilon_lo": {...} (empirical ε, bnmem.attack.epsilon), "masks": k}}.
     """
     a = cfg.attack
     m, n = sig.keep.shape
@@ -114,9 +114,11 @@ def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
                              a.rmia_population, int(s))
         for name, sc in scores.items():
             summ = roc_summary(*roc_points(sc, fake))
-            r = rows.setdefault(name, {"auc": [], "tpr_at_fpr_1e-3": [], "epsilon_lo": []})
+            r = rows.setdefault(name, {"auc": [], "tpr_at_fpr_1e-3": [], "tpr_at_fpr_1e-4": [],
+                                       "epsilon_lo": []})
             r["auc"].append(float(summ["auc"]))
             r["tpr_at_fpr_1e-3"].append(float(summ["tpr_at_fpr_1e-3"]))
+            r["tpr_at_fpr_1e-4"].append(float(summ["tpr_at_fpr_1e-4"]))
             # no membership signal: the 95 % bound should prove nothing (0) in >= 95 % of masks
             r["epsilon_lo"].append(epsilon_lower_bound(sc, fake, cfg.dp.delta)["epsilon_lo"])
     return {name: {**{k: {"mean": float(np.mean(v)), "min": float(np.min(v)),
