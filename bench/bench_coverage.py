@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
-from bnmem.attack.coverage import coverage_table
+from bnmem.attack.coverage import FIGURES, VLOW_FIGURES, coverage_table
 from bnmem.attack.intervals import PROCEDURES
 
 
@@ -42,21 +42,31 @@ def main() -> None:
     p.add_argument("--arm-rho", type=float, default=1.0,
                    help="model noise shared between the arms (real shadows: about 0.3, "
                         "bench/results/noise_structure.md); 1 shares all of it")
+    p.add_argument("--n-models", type=int, default=16, help="shadow models (even)")
+    p.add_argument("--vlow", action="store_true",
+                   help="also TPR at FPR 1e-4 (needs n-models/2 x n >= 100 000 negatives)")
     args = p.parse_args()
+    if args.vlow and args.n_models // 2 * args.n < 100_000:
+        p.error(f"--vlow: TPR at 1e-4 needs >= 100 000 negatives; --n-models {args.n_models} x "
+                f"--n {args.n} give {args.n_models // 2 * args.n} (e.g. --n-models 64 --n 3200)")
     t0 = time.perf_counter()
     procs = tuple(args.procedures.split(","))
     res = coverage_table(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                          workers=args.workers, procedures=procs, seed=args.seed,
-                         arm_rho=args.arm_rho)
+                         arm_rho=args.arm_rho, n_models=args.n_models,
+                         figures=VLOW_FIGURES if args.vlow else FIGURES)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} --workers {args.workers} "
-                      f"--procedures {args.procedures} --seed {args.seed} --arm-rho {args.arm_rho}")
+                      f"--procedures {args.procedures} --seed {args.seed} --arm-rho {args.arm_rho}"
+                      + (f" --n-models {args.n_models}" if args.n_models != 16 else "")
+                      + (" --vlow" if args.vlow else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     names = list(res["truth"])
     md = ["# Coverage of 95 % interval procedures (bench/bench_coverage.py)", "",
-          f"{res['runs']} simulated runs of {res['n_models']} shadow models (8 complementary "
+          f"{res['runs']} simulated runs of {res['n_models']} shadow models "
+          f"({res['n_models'] // 2} complementary "
           f"pairs) x {res['n']} samples ({res['flipped']:.0%} flipped: harder and memorized "
           "more), two paired arms with membership effects "
           f"{res['effects'][0]} / {res['effects'][1]} whose model noise correlates "

@@ -138,3 +138,30 @@ def test_pooled_spread_finds_intervals_that_are_too_wide(inflate):
         assert lo <= r["q_over_df"] <= hi and r["factor"] == pytest.approx(1, abs=0.2)
     else:
         assert r["q_over_df"] < lo and r["factor"] == pytest.approx(2, abs=0.4)
+
+
+def test_the_floored_read_names_verdicts_that_rest_on_narrowing(tmp_path):
+    """Hartung-Knapp scales with the replicates' spread, so replicates that agree more
+    closely than their own intervals narrow it below them; the floored read (scale never
+    below the replicates' pooled standard error) widens only those, and grid.md names the
+    cells whose verdict moves under it."""
+    close = across_replicates([0.010, 0.011, 0.009], [-0.02] * 3, [0.04] * 3)
+    assert close["spread"] < 1
+    assert close["lo_floor"] < close["lo"] < close["hi"] < close["hi_floor"]
+    far = across_replicates([0.0, 0.3, -0.3], [-0.1, 0.2, -0.4], [0.1, 0.4, -0.2])
+    assert far["spread"] > 1
+    assert (far["lo_floor"], far["hi_floor"]) == pytest.approx((far["lo"], far["hi"]))
+    rule = {"min_clean_train_acc": 0.8}
+    narrow = grid.combine([_rep(0, 0.0), _rep(1, 0.001), _rep(2, -0.001)], rule)
+    spread = grid.combine([_rep(0, 0.0), _rep(1, 0.04), _rep(2, -0.04)], rule)  # spread > 1
+    spread["cell"] = "e"
+    m = narrow["deltas"]["batchnorm_minus_none"]["auc_all_matched_heldout"]
+    assert m["hi"] < 0.04 < m["hi_floor"]  # below the 4-point threshold only unfloored
+    v, f = grid.auc_verdicts([narrow, spread]), grid.auc_verdicts([narrow, spread], floored=True)
+    assert v[0][0] == "not reproduced" and f[0][0] != "not reproduced" and v[1] == f[1]
+    spec = yaml.safe_load((ROOT / "grid.yaml").read_text())
+    grid.report([narrow, spread], spec, tmp_path / "grid.md", tmp_path / "grid.png", 36)
+    text = (tmp_path / "grid.md").read_text()
+    assert "1 cell(s) move." in text
+    assert f"| c | {grid._cell_text(grid._floored(m))} | not reproduced → {f[0][0]} |" in text
+    assert "| e | " not in text.split("Verdicts that rest on")[1].split("checked on real runs")[0]

@@ -17,7 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-import matplotlib
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # this checkout's bnmem, not another's editable install
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -67,13 +70,30 @@ def experiments(shown: list) -> list[dict]:
     return rows
 
 
-def collect(rows: list[dict], key: str, values: list[float]) -> tuple[list[dict], list[dict]]:
+def baseline_params(shown: list) -> dict | None:
+    """params.yaml of the commit the experiments ran from (the first baseline that is not
+    the workspace), or None when `dvc exp show` lists none."""
+    for baseline in shown:
+        data = baseline.get("data") or {}
+        if (data.get("rev") or baseline.get("rev")) != "workspace":
+            return (((data.get("params") or {}).get("params.yaml") or {}).get("data")) or {}
+    return None
+
+
+def collect(rows: list[dict], key: str, values: list[float], reference: dict | None = None
+            ) -> tuple[list[dict], list[dict]]:
     """(per value and arm, per value, pair and figure) from the experiments that set `key`
-    to one of `values`; the first experiment listed per value wins."""
+    to one of `values` and every other parameter as `reference` (the baseline commit's
+    params: a grid unit or a hand-run experiment that also changed another knob is not
+    this sweep's); the workspace is never one; the first experiment listed per value wins."""
+    def same(params: dict) -> bool:
+        return reference is None or ({k: v for k, v in params.items() if k != key}
+                                     == {k: v for k, v in reference.items() if k != key})
     by_value = {}
     for row in rows:
         v = row["params"].get(key)
-        if isinstance(v, (int, float)) and float(v) in values and float(v) not in by_value:
+        if (row["name"] != "workspace" and isinstance(v, (int, float)) and float(v) in values
+                and float(v) not in by_value and same(row["params"])):
             by_value[float(v)] = row
     arms, deltas = [], []
     for v in sorted(by_value):
@@ -148,11 +168,12 @@ def main() -> None:
     args = p.parse_args()
     if not args.no_run:
         for v in args.values:
-            dvc("exp", "run", "--queue", "-S", f"{args.key}={v:g}")
+            dvc("exp", "run", "--queue", "-S", f"{args.key}={v!r}")
         dvc("queue", "start", "-j", "1")
         wait_for_queue()
-    arms, deltas = collect(experiments(json.loads(dvc("exp", "show", "--json"))),
-                           args.key, [float(v) for v in args.values])
+    shown = json.loads(dvc("exp", "show", "--json"))
+    arms, deltas = collect(experiments(shown), args.key, [float(v) for v in args.values],
+                           baseline_params(shown))
     missing = sorted(set(map(float, args.values)) - {r[args.key] for r in arms})
     write(arms, deltas, args.key, Path(args.out))
     print(Path(args.out).with_suffix(".md").read_text())

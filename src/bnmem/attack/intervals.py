@@ -142,17 +142,21 @@ def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80
     detects with `power` at the same level (two-sided): (t_{1-a/2} + t_{power}) x the
     expected standard error sqrt(mean(se^2 + tau^2) / k).
 
-    Returns {value, lo, hi, tau, replicates, mde, spread}; spread = Cochran's Q / (k - 1),
-    the replicates' spread against their own intervals (1 expected when those are right);
-    value/lo/hi None with < 2 usable replicates (a replicate without an interval is not
-    usable)."""
+    Returns {value, lo, hi, lo_floor, hi_floor, tau, replicates, mde, spread}; spread =
+    Cochran's Q / (k - 1), the replicates' spread against their own intervals (1 expected
+    when those are right); lo_floor / hi_floor: the same t interval with its scale floored
+    at the replicates' own pooled standard error (the "modified" Hartung–Knapp, which never
+    narrows below what the replicates' intervals say: a sensitivity read for cells whose
+    replicates agree far more closely than their intervals, a 2-df chance or intervals too
+    wide); value/lo/hi None with < 2 usable replicates (a replicate without an interval is
+    not usable)."""
     from scipy import stats
     rows = [(v, lo, hi) for v, lo, hi in zip(values, los, his)
             if v is not None and lo is not None and hi is not None and hi > lo]
     k = len(rows)
     if k < 2:
-        return {"value": None, "lo": None, "hi": None, "tau": None, "replicates": k, "mde": None,
-                "spread": None}
+        return {"value": None, "lo": None, "hi": None, "lo_floor": None, "hi_floor": None,
+                "tau": None, "replicates": k, "mde": None, "spread": None}
     y = np.array([r[0] for r in rows], float)
     z = stats.norm.ppf(0.5 + level / 2)
     se = np.array([(r[2] - r[1]) / (2 * z) for r in rows], float)
@@ -165,7 +169,9 @@ def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80
     scale = float(np.sqrt((ws * (y - mu) ** 2).sum() / (k - 1) / ws.sum()))
     t = float(stats.t.ppf(0.5 + level / 2, k - 1))
     mde = (t + float(stats.t.ppf(power, k - 1))) * float(np.sqrt(np.mean(se ** 2 + tau2) / k))
-    return {"value": mu, "lo": mu - t * scale, "hi": mu + t * scale, "tau": float(np.sqrt(tau2)),
+    floor = max(scale, float(np.sqrt(1 / ws.sum())))
+    return {"value": mu, "lo": mu - t * scale, "hi": mu + t * scale,
+            "lo_floor": mu - t * floor, "hi_floor": mu + t * floor, "tau": float(np.sqrt(tau2)),
             "replicates": k, "mde": mde, "spread": q_stat / (k - 1)}
 
 
