@@ -165,3 +165,21 @@ def test_the_floored_read_names_verdicts_that_rest_on_narrowing(tmp_path):
     assert "1 cell(s) move." in text
     assert f"| c | {grid._cell_text(grid._floored(m))} | not reproduced → {f[0][0]} |" in text
     assert "| e | " not in text.split("Verdicts that rest on")[1].split("checked on real runs")[0]
+
+
+def test_zoo_reading_tells_shared_from_specific():
+    def cell(bn_lo, gn_lo, flagged=()):
+        d = lambda lo: {"auc_all_matched_heldout": {"value": lo + 0.01, "lo": lo, "hi": lo + 0.02}}  # noqa: E731
+        return {"flagged_arms": list(flagged), "deltas": {"batchnorm_minus_none": d(bn_lo),
+                                                          "groupnorm_minus_none": d(gn_lo)}}
+    assert grid.zoo_reading(cell(0.005, -0.01)) == grid.SPECIFIC
+    assert grid.zoo_reading(cell(0.005, 0.001)) == grid.SHARED
+    assert grid.zoo_reading(cell(-0.001, 0.02)) == grid.NO_EXCESS  # GroupNorm's alone is not BN's
+    assert grid.zoo_reading(cell(0.005, -0.01, ["none"])).startswith("not evidence")
+    # the committed grid: DenseNet MNIST 1 % is the one BN-specific cell
+    spec = yaml.safe_load((ROOT / "grid.yaml").read_text())
+    reps = grid.load(ROOT / "results" / "grid", spec)
+    cells_ = [grid.combine([r for r in reps if r["cell"] == name], spec["fit_rule"])
+              for name, _ in grid.cells(spec) if any(r["cell"] == name for r in reps)]
+    readings = {c["cell"]: grid.zoo_reading(c) for c in cells_}
+    assert [k for k, v in readings.items() if v == grid.SPECIFIC] == ["densenet_cpu-mnist-noise0.01"]

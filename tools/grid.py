@@ -278,6 +278,45 @@ def floor_lines(cells_: list[dict], verdicts: list[tuple[str, str]]) -> list[str
     return out
 
 
+SHARED, SPECIFIC, NO_EXCESS = ("excess shared with GroupNorm", "excess specific to BN",
+                               "no excess shown at matched utility")
+
+
+def zoo_reading(c: dict) -> str:
+    """What a cell says about BN at the primary criterion (matched held-out accuracy): an
+    excess is *shown* when a comparison's interval lies above 0; BN's is *specific to BN*
+    when GroupNorm − none's is not shown, *shared* when it is; a flagged cell is not
+    evidence. A description stated after the grid ran (README's per-architecture summary
+    reads it), not a verdict: the verdicts are `auc_verdicts`' against the thresholds."""
+    if c["flagged_arms"]:
+        return "not evidence (flagged)"
+
+    def shown(pair: str) -> bool:
+        p = (c["deltas"].get(pair) or {}).get("auc_all_matched_heldout") or {}
+        return p.get("lo") is not None and p["lo"] > 0
+    if not shown("batchnorm_minus_none"):
+        return NO_EXCESS
+    return SHARED if shown("groupnorm_minus_none") else SPECIFIC
+
+
+def zoo_lines(cells_: list[dict]) -> list[str]:
+    """grid.md's summary per architecture and dataset (`zoo_reading` per cell)."""
+    out = ["**What the zoo says** (generated; rule: `zoo_reading`, a description stated "
+           "after the grid ran, not a verdict). At the primary criterion an excess over "
+           "`none` is shown when its interval lies above 0; BN's excess is specific to BN "
+           "when GroupNorm − none shows none, shared when it does.", "",
+           "| arch | dataset | noise | BN − none | GroupNorm − none | reading |",
+           "|---|---|---|---|---|---|"]
+    for c in cells_:
+        d = c["deltas"]
+        out.append(f"| {c['params'].get('arch')} | {c['params'].get('dataset')} | "
+                   f"{c['params'].get('noise_rate')} | "
+                   f"{_cell_text((d.get('batchnorm_minus_none') or {}).get('auc_all_matched_heldout'))} | "
+                   f"{_cell_text((d.get('groupnorm_minus_none') or {}).get('auc_all_matched_heldout'))} | "
+                   f"{zoo_reading(c)} |")
+    return out
+
+
 def calibration_lines(cells_: list[dict]) -> list[str]:
     """grid.md's check of the per-replicate intervals on real runs: Cochran's Q pooled per
     figure over every cell and comparison with >= 2 replicates (flagged cells included:
@@ -353,6 +392,7 @@ def report(cells_: list[dict], spec: dict, md: Path, png: Path, n_units: int) ->
                 f"{100 * threshold(c['params']):.0f} | "
                 f"{v if arm == 'batchnorm' else ''} | {vh if arm == 'batchnorm' else ''} | "
                 f"{c['wall_s'] / 60:.1f} |")
+    lines += ["", *zoo_lines(cells_)]
     lines += ["", *floor_lines(cells_, verdicts)]
     lines += ["", *calibration_lines(cells_)]
     done = sum(len(c["seeds"]) for c in cells_)
