@@ -30,6 +30,7 @@ import time
 from itertools import product
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -263,10 +264,10 @@ def floor_lines(cells_: list[dict], verdicts: list[tuple[str, str]]) -> list[str
     moved = [(c, v, f) for c, v, f in zip(cells_, verdicts, auc_verdicts(cells_, floored=True))
              if v != f]
     out = ["**Verdicts that rest on Hartung–Knapp narrowing.** The same verdicts with every "
-           "combined interval's scale floored at the replicates' own pooled standard error "
-           "(the interval never narrower than the replicates' intervals allow; it then "
-           "over-covers where those are right, so this is a sensitivity read, not the "
-           "verdict): "]
+           "combined interval's scale floored at the inverse-variance pooled standard error "
+           "of the replicates (the modified Hartung–Knapp, q* = max(1, q): never narrower "
+           "than t(k - 1) times that SE; it over-covers where the replicates' intervals are "
+           "right, so this is a sensitivity read, not the verdict): "]
     if not moved:
         return [out[0] + "no verdict moves."]
     out[0] += f"{len(moved)} cell(s) move."
@@ -278,42 +279,61 @@ def floor_lines(cells_: list[dict], verdicts: list[tuple[str, str]]) -> list[str
     return out
 
 
-SHARED, SPECIFIC, NO_EXCESS = ("excess shared with GroupNorm", "excess specific to BN",
-                               "no excess shown at matched utility")
+NO_EXCESS, ALIKE, GN_LARGER, SPECIFIC = (
+    "no excess shown (interval covers 0)", "excess, not told apart from GroupNorm's",
+    "excess, GroupNorm's larger", "excess specific to BN")
+
+
+def bn_minus_gn(c: dict) -> dict | None:
+    """BN − GroupNorm at the primary criterion, directly: per replicate the difference of
+    the two comparisons (their shared none arm cancels), mean and t interval with k - 1 df
+    over the replicates (the replicates are the independent units; their spread holds the
+    within-run noise too). None with < 2 replicates."""
+    from scipy import stats
+    reps = [((c["deltas"].get(pair) or {}).get("auc_all_matched_heldout") or {}).get("per_replicate")
+            or [] for pair in ("batchnorm_minus_none", "groupnorm_minus_none")]
+    diff = [b - g for b, g in zip(*reps) if b is not None and g is not None]
+    if len(diff) < 2:
+        return None
+    k, mean, sd = len(diff), float(np.mean(diff)), float(np.std(diff, ddof=1))
+    half = float(stats.t.ppf(0.975, k - 1)) * sd / np.sqrt(k)
+    return {"value": mean, "lo": mean - half, "hi": mean + half, "replicates": k}
 
 
 def zoo_reading(c: dict) -> str:
-    """What a cell says about BN at the primary criterion (matched held-out accuracy): an
-    excess is *shown* when a comparison's interval lies above 0; BN's is *specific to BN*
-    when GroupNorm − none's is not shown, *shared* when it is; a flagged cell is not
-    evidence. A description stated after the grid ran (README's per-architecture summary
-    reads it), not a verdict: the verdicts are `auc_verdicts`' against the thresholds."""
+    """What a cell says about BN at the primary criterion (matched held-out accuracy): BN's
+    excess over none is *shown* when BN − none's interval lies above 0; it is *specific to
+    BN* only when BN − GroupNorm directly (`bn_minus_gn`) lies above 0 too, *GroupNorm's
+    larger* when that lies below 0, else *not told apart*; a flagged cell is not evidence.
+    A description stated after the grid ran (README's per-architecture summary reads it),
+    not a verdict: the verdicts are `auc_verdicts`' against the thresholds."""
     if c["flagged_arms"]:
         return "not evidence (flagged)"
-
-    def shown(pair: str) -> bool:
-        p = (c["deltas"].get(pair) or {}).get("auc_all_matched_heldout") or {}
-        return p.get("lo") is not None and p["lo"] > 0
-    if not shown("batchnorm_minus_none"):
+    p = (c["deltas"].get("batchnorm_minus_none") or {}).get("auc_all_matched_heldout") or {}
+    if p.get("lo") is None or p["lo"] <= 0:
         return NO_EXCESS
-    return SHARED if shown("groupnorm_minus_none") else SPECIFIC
+    d = bn_minus_gn(c)
+    if d is None:
+        return ALIKE
+    return SPECIFIC if d["lo"] > 0 else GN_LARGER if d["hi"] < 0 else ALIKE
 
 
 def zoo_lines(cells_: list[dict]) -> list[str]:
     """grid.md's summary per architecture and dataset (`zoo_reading` per cell)."""
     out = ["**What the zoo says** (generated; rule: `zoo_reading`, a description stated "
-           "after the grid ran, not a verdict). At the primary criterion an excess over "
-           "`none` is shown when its interval lies above 0; BN's excess is specific to BN "
-           "when GroupNorm − none shows none, shared when it does.", "",
-           "| arch | dataset | noise | BN − none | GroupNorm − none | reading |",
-           "|---|---|---|---|---|---|"]
+           "after the grid ran, not a verdict). At the primary criterion BN's excess over "
+           "`none` is shown when BN − none's interval lies above 0, and it is specific to BN "
+           "only when BN − GroupNorm, taken directly over the replicates (t interval, "
+           "k - 1 df), lies above 0 too.", "",
+           "| arch | dataset | noise | BN − none | GroupNorm − none | BN − GroupNorm | reading |",
+           "|---|---|---|---|---|---|---|"]
     for c in cells_:
         d = c["deltas"]
         out.append(f"| {c['params'].get('arch')} | {c['params'].get('dataset')} | "
                    f"{c['params'].get('noise_rate')} | "
                    f"{_cell_text((d.get('batchnorm_minus_none') or {}).get('auc_all_matched_heldout'))} | "
                    f"{_cell_text((d.get('groupnorm_minus_none') or {}).get('auc_all_matched_heldout'))} | "
-                   f"{zoo_reading(c)} |")
+                   f"{_cell_text(bn_minus_gn(c))} | {zoo_reading(c)} |")
     return out
 
 

@@ -145,10 +145,9 @@ def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80
     Returns {value, lo, hi, lo_floor, hi_floor, tau, replicates, mde, spread}; spread =
     Cochran's Q / (k - 1), the replicates' spread against their own intervals (1 expected
     when those are right); lo_floor / hi_floor: the same t interval with its scale floored
-    at the replicates' own pooled standard error (the "modified" Hartung–Knapp, which never
-    narrows below what the replicates' intervals say: a sensitivity read for cells whose
-    replicates agree far more closely than their intervals, a 2-df chance or intervals too
-    wide); value/lo/hi None with < 2 usable replicates (a replicate without an interval is
+    at the inverse-variance pooled standard error sqrt(1 / sum w*) (the modified
+    Hartung–Knapp, q* = max(1, q)): a sensitivity read for cells whose replicates agree
+    far more closely than their intervals, a 2-df chance or intervals too wide; value/lo/hi None with < 2 usable replicates (a replicate without an interval is
     not usable)."""
     from scipy import stats
     rows = [(v, lo, hi) for v, lo, hi in zip(values, los, his)
