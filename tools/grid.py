@@ -30,7 +30,6 @@ import time
 from itertools import product
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,15 +288,14 @@ def bn_minus_gn(c: dict) -> dict | None:
     the two comparisons (their shared none arm cancels), mean and t interval with k - 1 df
     over the replicates (the replicates are the independent units; their spread holds the
     within-run noise too). None with < 2 replicates."""
-    from scipy import stats
+    from bnmem.report.replicates import across_seeds
     reps = [((c["deltas"].get(pair) or {}).get("auc_all_matched_heldout") or {}).get("per_replicate")
             or [] for pair in ("batchnorm_minus_none", "groupnorm_minus_none")]
     diff = [b - g for b, g in zip(*reps) if b is not None and g is not None]
     if len(diff) < 2:
         return None
-    k, mean, sd = len(diff), float(np.mean(diff)), float(np.std(diff, ddof=1))
-    half = float(stats.t.ppf(0.975, k - 1)) * sd / np.sqrt(k)
-    return {"value": mean, "lo": mean - half, "hi": mean + half, "replicates": k}
+    r = across_seeds({i: {"d": d} for i, d in enumerate(diff)})["d"]
+    return {"value": r["mean"], "lo": r["lo"], "hi": r["hi"], "replicates": r["n"]}
 
 
 def zoo_reading(c: dict) -> str:

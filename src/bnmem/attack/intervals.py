@@ -147,8 +147,9 @@ def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80
     when those are right); lo_floor / hi_floor: the same t interval with its scale floored
     at the inverse-variance pooled standard error sqrt(1 / sum w*) (the modified
     Hartung–Knapp, q* = max(1, q)): a sensitivity read for cells whose replicates agree
-    far more closely than their intervals, a 2-df chance or intervals too wide; value/lo/hi None with < 2 usable replicates (a replicate without an interval is
-    not usable)."""
+    far more closely than their intervals, a 2-df chance or intervals too wide;
+    value/lo/hi None with < 2 usable replicates (a replicate without an interval is not
+    usable)."""
     from scipy import stats
     rows = [(v, lo, hi) for v, lo, hi in zip(values, los, his)
             if v is not None and lo is not None and hi is not None and hi > lo]
