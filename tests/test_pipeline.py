@@ -39,7 +39,8 @@ def repo(tmp_path_factory) -> Path:
     shutil.copytree(ROOT / ".dvc" / "plots", work / ".dvc" / "plots")  # the vega-lite templates
     shutil.copy(ROOT / "dvc_plots_template.html", work)  # offline page (vendored vega)
     sh(work, "dvc", "config", "plots.html_template", "../dvc_plots_template.html")
-    sh(work, "dvc", "repro")
+    log = sh(work, "dvc", "repro")
+    (work.parent / "repro.log").write_text(log.stdout + log.stderr)  # outside the repo
     sh(work, "git", "add", "-A")
     sh(work, "git", "commit", "-qm", "tiny run")
     return work
@@ -69,6 +70,22 @@ def restore_head(repo: Path) -> None:
         if extra.is_dir():  # the committed run has seeds: [], so no replicate outputs
             shutil.rmtree(extra)
     sh(repo, "dvc", "checkout", "-q")
+
+
+@pytest.mark.slow
+def test_stages_load_torch_only_where_they_run_a_model(repo):
+    """Each stage logs what computed its numbers ("<stage> kernels: ...; torch <level>"):
+    prepare, attack and report run no model and never import torch (~1.5-3 s of a stage's
+    start), the train stages do, at the pinned level."""
+    lines = [ln for ln in (repo.parent / "repro.log").read_text().splitlines() if " kernels: C [" in ln]
+    torch_of = {}
+    for ln in lines:
+        stage = ln.split(" kernels: ")[0].split()[-1]
+        torch_of.setdefault(stage, set()).add(ln.rsplit("; torch ", 1)[1])
+    for stage in ("prepare", "attack", "report"):
+        assert torch_of[stage] == {"not imported"}, (stage, torch_of[stage])
+    for stage in ("train", "shadow", "grads"):
+        assert "not imported" not in torch_of[stage], (stage, torch_of[stage])
 
 
 @pytest.mark.slow

@@ -29,7 +29,6 @@ audits is the replace-one ε, not the add/remove ε an accountant usually report
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import beta
 
 CONFIDENCE = 0.95
 GRID_LEVELS = 32  # quantile levels per tail of the threshold grid
@@ -40,6 +39,8 @@ def clopper_pearson(k: np.ndarray, n: np.ndarray, alpha: float) -> tuple[np.ndar
     """One-sided Clopper–Pearson bounds at level 1 - alpha each: (lo, hi) with
     P(p < lo) <= alpha and P(p > hi) <= alpha for k successes out of n."""
     k, n = np.asarray(k, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    from scipy.stats import beta  # here: scipy.stats is ~0.5 s of every importer's start
+
     with np.errstate(invalid="ignore"):
         lo = np.where(k > 0, beta.ppf(alpha, k, n - k + 1), 0.0)
         hi = np.where(k < n, beta.ppf(1 - alpha, k + 1, n - k), 1.0)

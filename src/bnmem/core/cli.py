@@ -13,23 +13,30 @@ from bnmem.core.io import ClusterError, DataError, InputError
 log = logging.getLogger("bnmem")
 
 
-def setup(threads: int = 0) -> dict[str, str]:
+def setup(threads: int = 0, torch: bool = True) -> dict[str, str]:
     """Logging to stderr, an optional intra-op thread count, and a check that the CPU
     kernels are pinned (bnmem.core.cpu); returns what runs, e.g. {"level": "avx2", "torch": "AVX2"}.
+
+    `torch=False` (configure, prepare, attack, report: stages that compute nothing with
+    torch) neither imports torch nor sets its threads: `import torch` alone is ~2 s of a
+    stage's start on a Zen 1 core and a half on Zen 5 (BENCHMARKS.md); "torch" is then
+    "not imported".
 
     Determinism: every random draw comes from an explicit seeded generator, and the CPU
     kernels used here (conv, matmul, reductions) are deterministic for a fixed thread
     count. On CUDA we also ask torch for deterministic algorithms; on the CPU that call
     only costs seconds of start-up (it imports the compiler stack) and changes nothing.
     """
-    import torch  # here, so torch-free stages (configure) start in a fraction of a second
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s",
                         datefmt="%H:%M:%S", stream=sys.stderr)
-    if torch.cuda.is_available():
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    if not torch:
+        return {"level": cpu.level(), "torch": "not imported"}
+    import torch as _torch  # here, so torch-free stages start in a fraction of a second
+
+    if _torch.cuda.is_available():
+        _torch.use_deterministic_algorithms(True, warn_only=True)
     if threads:
-        torch.set_num_threads(threads)
+        _torch.set_num_threads(threads)
     kernels = cpu.check(strict=True)
     log.debug("CPU kernels: %s", kernels)
     return kernels

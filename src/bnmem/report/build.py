@@ -67,6 +67,9 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     kind = pool["kind"]
     records = {a: TargetRecord.load(models / f"{a}.json") for a in arms}
     train = {a: records[a].metrics for a in arms}
+    # what computed the models' numbers (the train stages' torch dispatch level); the report
+    # itself runs numpy only and never imports torch
+    kernels = next((r.cpu_kernels for r in records.values() if r.cpu_kernels), kernels)
     curves = {a: pd.read_csv(Path(inp["curves"]) / f"{a}.csv") for a in arms}
     grads = {a: load_json(Path(inp["grads"]) / f"{a}.json") for a in arms}
     gz = {a: load_npz(Path(inp["grads"]) / f"{a}.npz", ("norms", "norms_epoch", "epochs")) for a in arms}

@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--roc", required=True, help="output tidy ROC CSV")
     args = p.parse_args()
     cfg = load_config(args.params)
-    cli.setup(cfg.train.threads)
+    cli.setup(torch=False)  # numpy only: its workers are forked processes
     pool = load_npz(args.pool, ("y_train", "kind"))
     shards = {arm: [Path(args.shadow_dir) / arm / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
               for arm in cfg.arms}

@@ -27,7 +27,7 @@ def main() -> None:
         raise ConfigError(f"data.ood_source: {ood!r} is your file, but the stage got "
                           f"--ood-source {args.ood_source!r}: it must be a dependency of "
                           "prepare (python tools/audit_project.py <project> writes both)")
-    cli.setup(cfg.train.threads)
+    cli.setup(torch=False)  # a loader that needs torch (torchvision) imports it itself
     train, test = load_splits(cfg.dataset, cfg.data)
     ood_name, ood = ood_images(cfg.dataset, cfg.data) if cfg.ood_rate > 0 else ("none", None)
     rng = np.random.default_rng([cfg.seed, SALT["prepare"]])

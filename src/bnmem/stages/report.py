@@ -18,7 +18,7 @@ def main() -> None:
         p.add_argument(f"--{name}", required=True)
     args = vars(p.parse_args())
     cfg = load_config(args["params"])
-    kernels = cli.setup(cfg.train.threads)
+    kernels = cli.setup(torch=False)  # numpy and matplotlib only
     key = lambda name: name.replace("-", "_")  # noqa: E731
     build_report(cfg, kernels, {key(n): Path(args[key(n)]) for n in INPUTS},
                  {key(n): Path(args[key(n)]) for n in OUTPUTS})

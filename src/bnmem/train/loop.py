@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from bnmem.core.config import TrainConfig
 from bnmem.models.zoo import bn_layers
 from bnmem.core.schedule import batch_order, lr_at
+from bnmem.train.sgd import make_sgd
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,8 @@ def train_model(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cfg: TrainCo
         one record per epoch: epoch, loss, penalty, lr, seconds (+ what on_epoch adds).
     """
     device = next(model.parameters()).device
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                          weight_decay=cfg.weight_decay)
+    opt = make_sgd(model.parameters(), device, lr=cfg.lr, momentum=cfg.momentum,
+                   weight_decay=cfg.weight_decay)
     order = batch_order(len(y), cfg.batch_size, cfg.epochs, seed)
     total, step, history = sum(len(e) for e in order), 0, []
     capture = BatchSigma(model) if reg is not None and reg.strength > 0 else None

@@ -40,6 +40,7 @@ from bnmem.train.stacked_lenet import StackedLeNet, _Masked, pad32, unstack_stat
 from bnmem.train.loop import Regularizer, gamma_sigma_penalty
 from bnmem.models.runtime import map_single_threaded, predict, resolve_device
 from bnmem.core.schedule import batch_order, lr_at
+from bnmem.train.sgd import make_sgd
 
 log = logging.getLogger(__name__)
 retain_heap = native.retain_heap  # bench/bench_convs.py imports it from here
@@ -84,7 +85,7 @@ def _c_gradients(net: StackedLeNet, x_pad: torch.Tensor | None, y: torch.Tensor,
 
 
 def _autograd_gradients(net: StackedLeNet, x_hwc: torch.Tensor, y: torch.Tensor,
-                        reg: Regularizer | None, opt: torch.optim.Optimizer) -> Gradients:
+                        reg: Regularizer | None, opt) -> Gradients:
     """The autograd strategy: backward through the stacked forward."""
     k, c_in = net.k, x_hwc.shape[-1]
 
@@ -133,8 +134,8 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
     full = w.sum(-1).min(-1) == width  # no padding needed at that step
     gidx = gidx.to(device)
     w_t, n_k = torch.as_tensor(w).to(device), torch.tensor([len(s) for s in subsets], device=device)
-    opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum,
-                          weight_decay=cfg.weight_decay)
+    opt = make_sgd(net.parameters(), device, lr=cfg.lr, momentum=cfg.momentum,
+                   weight_decay=cfg.weight_decay)
     if not (reg is not None and reg.strength > 0 and norm == "batchnorm"):
         reg = None  # no penalty to compute
     gradients = _c_gradients(net, x_pad, y, reg) or _autograd_gradients(net, x_hwc, y, reg, opt)
