@@ -17,10 +17,9 @@ def setup(threads: int = 0, torch: bool = True) -> dict[str, str]:
     """Logging to stderr, an optional intra-op thread count, and a check that the CPU
     kernels are pinned (bnmem.core.cpu); returns what runs, e.g. {"level": "avx2", "torch": "AVX2"}.
 
-    `torch=False` (configure, prepare, attack, report: stages that compute nothing with
-    torch) neither imports torch nor sets its threads: `import torch` alone is ~2 s of a
-    stage's start on a Zen 1 core and a half on Zen 5 (BENCHMARKS.md); "torch" is then
-    "not imported".
+    `torch=False` (prepare, attack, report: stages that compute nothing with torch) neither
+    imports torch nor sets its threads: `import torch` alone is 1.4-2.1 s of a stage's start
+    on Zen 5 (BENCHMARKS.md, "Stage start-up"); "torch" is then "not imported".
 
     Determinism: every random draw comes from an explicit seeded generator, and the CPU
     kernels used here (conv, matmul, reductions) are deterministic for a fixed thread
