@@ -6,7 +6,7 @@ import pytest
 from bnmem.attack.lira import PairSignals, loo_lira
 from bnmem.attack.intervals import IntervalPlan, percentile_ci
 from bnmem.attack.matched import at_fit, common_fit, fit_grid
-from bnmem.attack.resample import arm_draw, compare, draw_plan
+from bnmem.attack.resample import arm_draw, compare, draw_designs, draw_plan
 from bnmem.attack.roc import roc_points, roc_summary
 from bnmem.core.keep import keep_matrix
 from bnmem.attack.coverage import coverage_table
@@ -125,6 +125,36 @@ def test_low_fpr_tpr_only_where_supported():
     row = arm_draw(d, ps, [], np.ones(6, np.int64), np.ones(200), kind, "lira_online_fixed", True)
     assert np.isnan(row["tpr_low_all"]) and np.isfinite(row["auc_all"])
     assert "tpr_vlow_all" not in row  # TPR at 1e-4: not even a key below 100 000 negatives
+
+
+def test_memoized_rankings_give_the_unmemoized_draws_bit_for_bit():
+    """The samples-only rows reuse one sort of the unresampled scores (arm_draw's cache);
+    every figure equals a draw computed from scratch, ties included, and a reweighting
+    still moves the figures (the reuse is not a stale copy)."""
+    kind = np.repeat([0, 1, 2], [160, 30, 10]).astype(np.int8)
+    d = _arm(0.8, 3)
+    d["phi"] = np.round(d["phi"], 1)  # many tied scores
+    d["epoch_phi"] = np.round(d["epoch_phi"], 1)
+    ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
+    eps = [PairSignals.build(d["epoch_phi"][:, k, :, None], d["keep"], d["model_ids"])
+           for k in range(3)]
+    counts, weights, seg = draw_designs(kind, 6, 6, np.random.default_rng(4),
+                                        ("samples", "both"))
+    cache: dict = {}
+    for c, w in zip(counts, weights):
+        memo = arm_draw(d, ps, eps, c, w, kind, "lira_online_fixed", True, cache)
+        fresh = arm_draw(d, ps, eps, c, w, kind, "lira_online_fixed", True)
+        for key, v in fresh.items():
+            got = memo[key]
+            if key == "epoch":
+                for k in v:
+                    np.testing.assert_array_equal(got[k], v[k])
+            else:
+                assert got == v or (np.isnan(got) and np.isnan(v)), key
+    assert "final" in cache and cache["final"][1]  # the rankings were kept and reused
+    a, b = (arm_draw(d, ps, eps, counts[i], weights[i], kind, "lira_online_fixed", True,
+                     cache)["auc_all"] for i in (0, seg["samples"][0]))
+    assert a != b
 
 
 def test_tpr_at_1e4_in_the_draws_matches_the_plain_roc():

@@ -24,7 +24,7 @@ from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
 from bnmem.attack.intervals import IntervalPlan, designs
 from bnmem.attack.matched import at_fit, common_fit, fit_grid
-from bnmem.attack.roc import bootstrap_weights, roc_points, roc_summary, tpr_supported
+from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
 LOW_FPR = 1e-3  # the headline low-FPR operating point
 VLOW_FPR = 1e-4  # the lower one: supported from 100 000 negative (model, sample) pairs
@@ -67,16 +67,37 @@ def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
     return w
 
 
-def _roc(scores: dict[int, np.ndarray], keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
-         cols: np.ndarray) -> dict[str, float]:
-    """AUC and TPR at LOW_FPR and VLOW_FPR of the (model, sample) pairs, weighted by mw x sw."""
+def _ranking(scores: dict[int, np.ndarray], keep: np.ndarray, cols: np.ndarray) -> tuple | None:
+    """The (model, sample) pairs of `scores` at `cols` in descending-score order: (model
+    indices, sample indices, labels, tie-group ends) in that order, or None when the pairs
+    hold only members or only non-members."""
     rows = np.array(sorted(scores))
-    s = np.stack([scores[r][cols] for r in rows])
     lab = keep[np.ix_(rows, cols)]
-    w = (mw[rows, None] * sw[None, cols]).ravel()
     if not lab.any() or lab.all():
+        return None
+    order, ends = ranked(np.stack([scores[r][cols] for r in rows]).astype(np.float64).ravel())
+    r, c = np.divmod(order, cols.size)
+    return rows[r], cols[c], lab.ravel()[order], ends
+
+
+def _roc(scores: dict[int, np.ndarray], keep: np.ndarray, mw: np.ndarray, sw: np.ndarray,
+         cols: np.ndarray, rankings: dict | None = None, key=None) -> dict[str, float]:
+    """AUC and TPR at LOW_FPR and VLOW_FPR of the (model, sample) pairs, weighted by mw x sw.
+
+    rankings: a dict kept with a memoized `scores` (the unresampled pairs, `_lira`): the
+    pairs' order under `key` is sorted once and reused by every draw that only reweights
+    samples; the weights are taken in that order, so the curve is roc_points' to the bit.
+    """
+    if rankings is None or key not in rankings:
+        ranking = _ranking(scores, keep, cols)
+        if rankings is not None:
+            rankings[key] = ranking
+    else:
+        ranking = rankings[key]
+    if ranking is None:
         return {"auc": np.nan, "tpr": np.nan, "tpr_vlow": np.nan}
-    fpr, tpr = roc_points(s, lab, w[None])
+    r, c, lab, ends = ranking
+    fpr, tpr = ranked_curves((mw[r] * sw[c])[None], lab, ends)
     summ = roc_summary(fpr[0], tpr[0], levels={"low": LOW_FPR, "vlow": VLOW_FPR})
     return {"auc": float(summ["auc"]), "tpr": float(summ["tpr_at_fpr_low"]),
             "tpr_vlow": float(summ["tpr_at_fpr_vlow"])}
@@ -103,13 +124,14 @@ EPOCH_FIGURES = ("fit", "auc_all", "in_acc_flipped", "in_acc_ood", "fz_flipped",
 
 
 def _lira(cache: dict | None, key, ps: PairSignals, phi: np.ndarray, counts: np.ndarray,
-          variant: str, one_sided: bool) -> dict:
-    """lira_draw, memoized in `cache` for the unresampled pairs (all counts 1: the point and
-    every samples-only row share one set of scores; only the sample weights differ)."""
+          variant: str, one_sided: bool) -> tuple[dict, dict | None]:
+    """(lira_draw, its rankings dict for `_roc` or None), memoized in `cache` for the
+    unresampled pairs (all counts 1: the point and every samples-only row share one set of
+    scores; only the sample weights differ)."""
     if cache is None or not (counts == 1).all():
-        return lira_draw(ps, phi, counts, variant, one_sided)
+        return lira_draw(ps, phi, counts, variant, one_sided), None
     if key not in cache:
-        cache[key] = lira_draw(ps, phi, counts, variant, one_sided)
+        cache[key] = lira_draw(ps, phi, counts, variant, one_sided), {}
     return cache[key]
 
 
@@ -129,14 +151,14 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     """
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
-    scores = _lira(cache, "final", ps_final, data["phi"], counts, variant, one_sided)
+    scores, rankings = _lira(cache, "final", ps_final, data["phi"], counts, variant, one_sided)
     out: dict = {"units": counts.size}
     for sub, code in SUBSETS.items():  # nan when no drawn model has another pair as shadows
         if lean and code is not None:
             out[f"auc_{sub}"] = np.nan
             continue
         cols = np.arange(kind.size) if code is None else np.flatnonzero(kind == code)
-        r = (_roc(scores, keep, mw, sw, cols) if cols.size and scores
+        r = (_roc(scores, keep, mw, sw, cols, rankings, sub) if cols.size and scores
              else {"auc": np.nan, "tpr": np.nan, "tpr_vlow": np.nan})
         out[f"auc_{sub}"] = r["auc"]
         if sub == "all":  # only where the negatives allow >= 10 false positives at the FPR
@@ -161,8 +183,10 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
         e_auc, e_fit, e_flip, e_ood, e_fzf, e_fzo = [], [], [], [], [], []
         for e, ps in enumerate(ps_epochs):
             c = data["epoch_correct"][:, e]
-            sc = _lira(cache, e, ps, data["epoch_phi"][:, e, :, None], counts, variant, one_sided)
-            e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size))["auc"] if sc else np.nan)
+            sc, rk = _lira(cache, e, ps, data["epoch_phi"][:, e, :, None], counts, variant,
+                           one_sided)
+            e_auc.append(_roc(sc, keep, mw, sw, np.arange(kind.size), rk, "all")["auc"]
+                         if sc else np.nan)
             e_fit.append(_pooled_acc(c, keep & (kind == CLEAN)[None], mw, sw))
             e_flip.append(_pooled_acc(c, keep & (kind == FLIPPED)[None], mw, sw))
             e_ood.append(_pooled_acc(c, keep & (kind == OOD)[None], mw, sw))

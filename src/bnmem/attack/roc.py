@@ -41,27 +41,41 @@ def roc_points(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     """
     scores = np.asarray(scores, dtype=np.float64).ravel()
     labels = np.asarray(labels, dtype=bool).ravel()
-    order, ends = _ranked(scores)
+    order, ends = ranked(scores)
     lab = labels[order]
     if weights is None:
         w = lab[None].astype(np.float64)
         total = np.arange(1, order.size + 1, dtype=np.float64)[None]
-    else:
-        groups = None if groups is None else np.asarray(groups).ravel()
-        w = np.asarray(weights, dtype=np.float64)[:, order if groups is None else groups[order]]
-        total = np.cumsum(w, axis=1)
-        w *= lab  # in place: keeps the batch at two [B, n] arrays
+        fpr, tpr = _curve(w, total, ends)
+        return fpr[0], tpr[0]
+    groups = None if groups is None else np.asarray(groups).ravel()
+    w = np.asarray(weights, dtype=np.float64)[:, order if groups is None else groups[order]]
+    return ranked_curves(w, lab, ends)
+
+
+def ranked_curves(w: np.ndarray, lab: np.ndarray, ends: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`roc_points`' weighted curves [B, k] from weights already in `ranked` order:
+    w [B, n] (overwritten), lab [n] the labels in that order, ends its tie-group ends.
+    A caller that keeps one ranking for many weight vectors (`bnmem.attack.resample`)
+    gets exactly roc_points' numbers without sorting again."""
+    total = np.cumsum(w, axis=1)
+    w *= lab  # in place: keeps the batch at two [B, n] arrays
+    return _curve(w, total, ends)
+
+
+def _curve(w: np.ndarray, total: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fpr, tpr) [B, k + 1] from the ranked member weights w and the cumulative weights."""
     tp = np.cumsum(w, axis=1, out=w)[:, ends]
     fp = total[:, ends] - tp
     with np.errstate(invalid="ignore", divide="ignore"):  # no positives/negatives -> nan
         tpr = tp / tp[:, -1:]
         fpr = fp / fp[:, -1:]
     zero = np.zeros((w.shape[0], 1))
-    fpr, tpr = np.hstack([zero, fpr]), np.hstack([zero, tpr])
-    return (fpr[0], tpr[0]) if weights is None else (fpr, tpr)
+    return np.hstack([zero, fpr]), np.hstack([zero, tpr])
 
 
-def _ranked(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def ranked(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, ends): the scored pairs (nan left out) by descending score, and the last
     position of each tie group in that order. Not a stable sort: every use takes whole
     tie groups."""
@@ -93,7 +107,7 @@ def operating_support(scores: np.ndarray, labels: np.ndarray,
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels, dtype=bool)
     lab = labels.ravel()
-    order, ends = _ranked(scores.ravel())  # unscored pairs (nan) are left out
+    order, ends = ranked(scores.ravel())  # unscored pairs (nan) are left out
     lab_s = lab[order]
     tp, fp = np.cumsum(lab_s)[ends], np.cumsum(~lab_s)[ends]
     n_neg_scored = int((~lab_s).sum())
@@ -262,7 +276,7 @@ def _bootstrap(scores: np.ndarray, labels: np.ndarray, w: np.ndarray) -> dict[st
     lib = _kernel()
     if lib is None or scores.size >= 2 ** 31 or w.size >= 2 ** 31:
         return _bootstrap_numpy(scores, labels, w)
-    order, ends = _ranked(np.asarray(scores, dtype=np.float64).ravel())  # nan left out
+    order, ends = ranked(np.asarray(scores, dtype=np.float64).ravel())  # nan left out
     last = np.zeros(order.size, np.uint8)
     last[ends] = 1  # a tie group ends here
     groups = np.broadcast_to(np.arange(scores.shape[1], dtype=np.int32), scores.shape).ravel()
