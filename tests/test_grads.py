@@ -1,5 +1,6 @@
 """Per-sample gradient norms: vmap vs a per-example autograd loop, batch-coupled rows vs the
 batch gradient, chunking, and the grads stage end to end."""
+import copy
 import json
 import os
 import shutil
@@ -210,6 +211,34 @@ def test_batch_differs_for_bn_and_never_single_sample() -> None:
         batch_grads(model, x[:1], y[:1])
     with pytest.raises(ValueError, match="exactly once"):
         grad_norms(model, x, y, "batch", batches=[np.arange(3), np.arange(3)])
+
+
+@pytest.mark.skipif(not native.applies("batchnorm", "cpu", torch.float64, 1, 10,
+                                        kernel="lenet_rows"), reason="no C compiler")
+def test_native_batch_rows_match_jacrev() -> None:
+    """The C batch-coupled path (bnmem.native.lenet_batch_sq) against torch.func's jacrev
+    (method vmap, the reference): batches of 2, 5 and 13 samples, float64 and a float32
+    model (both computed in float64, rounded to float32's grid), weights and running
+    statistics untouched; without BN coupling a wrong seed would still agree, so the
+    coupling is checked to matter (batch != eval)."""
+    model = _model("lenet", "batchnorm")
+    x, y = _inputs("lenet", 20)
+    batches = [np.arange(0, 2), np.arange(2, 7), np.arange(7, 20)[::-1].copy()]
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fast = grad_norms(model, x, y, "batch", batches=batches, method="native")
+    ref = grad_norms(model, x, y, "batch", batches=batches, method="vmap")
+    np.testing.assert_allclose(fast.norms, ref.norms, rtol=1e-12)
+    np.testing.assert_allclose(fast.layer_norms, ref.layer_norms, rtol=1e-12, atol=1e-15)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    assert not np.allclose(fast.norms, grad_norms(model, x, y, "eval").norms, rtol=1e-3)
+    m32, x32 = copy.deepcopy(model).float(), x.float()
+    f32 = grad_norms(m32, x32, y, "batch", batches=batches, method="native")
+    r32 = grad_norms(m32, x32, y, "batch", batches=batches, method="vmap")
+    np.testing.assert_allclose(f32.norms, r32.norms, rtol=1e-6)  # float32's grid
+    np.testing.assert_array_equal(f32.layer_norms, f32.layer_norms.astype(np.float32))
+    with pytest.raises(ValueError, match="method: 'native' needs a BatchNorm LeNet"):
+        grad_norms(_model("resnet", "batchnorm"), *_inputs("resnet", 4), "batch",
+                   batches=[np.arange(4)], method="native")
 
 
 @pytest.mark.parametrize("definition", ("eval", "batch"))

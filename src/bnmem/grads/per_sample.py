@@ -20,6 +20,9 @@ statistics are not updated (the forward pass mutates copies of the buffers). Sin
 batch statistics are never used. Cost: one Jacobian is B backward passes through the
 whole batch, so `batch` costs roughly B times `eval` in activation work; memory is
 bounded by taking max(1, chunk_size // B) rows per vmap call (chunk_size sample passes).
+For a BatchNorm LeNet on the CPU the same B backward passes run in C
+(bnmem.native.lenet_batch_sq: the training kernel with its loss seeded at one row, in
+float64 as jacrev here), about 9x faster; jacrev stays the reference it is tested against.
 
 Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight and bias,
 `norm1` = BN gamma and beta), so layer_norms[l]**2 summed over l is norms**2.
@@ -179,7 +182,7 @@ def _run_parts(run: Callable[[Sequence, nn.Module], None], items: Sequence, mode
 
 def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
               batches: Sequence[np.ndarray], chunk_size: int, groups: dict[str, list[str]],
-              progress: bool, workers: int = 1) -> torch.Tensor:
+              progress: bool, workers: int = 1, method: str = "auto") -> torch.Tensor:
     flat = np.concatenate([np.asarray(b) for b in batches]) if len(batches) else np.zeros(0, int)
     if len(flat) != len(x) or not np.array_equal(np.sort(flat), np.arange(len(x))):
         raise ValueError("batches: must hold every sample index exactly once")
@@ -194,6 +197,12 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         x = x.double()
     p = next(iter(model.parameters()))
     out = torch.empty(len(groups), len(x), dtype=torch.float64)
+    # the C kernel (bnmem.native.lenet_batch_sq: one backward per row through the batch, in
+    # float64 as the reference) where it applies, else torch.func's jacrev (batch_grads)
+    use_native = method in ("auto", "native") and native.batch_supported(model)
+    if method == "native" and not use_native:
+        raise ValueError("method: 'native' needs a BatchNorm LeNet on the CPU and a C "
+                         "compiler; valid otherwise: auto | vmap")
     bar = None
     if progress:
         from tqdm import tqdm
@@ -203,9 +212,12 @@ def _batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
         for idx in part:
             idx_t = torch.as_tensor(np.asarray(idx))
             xb, yb = x[idx_t].to(p.device, p.dtype), y[idx_t].to(p.device)
-            # chunk_size counts sample passes: each Jacobian row is a backward through all B.
-            rows = batch_grads(net, xb, yb, max(1, chunk_size // len(idx_t)))
-            out[:, idx_t] = _layer_sq(rows, groups).cpu()  # disjoint columns per batch
+            if use_native:
+                out[:, idx_t] = native.lenet_batch_sq(net, xb, yb)
+            else:
+                # chunk_size counts sample passes: each Jacobian row is a backward through all B.
+                rows = batch_grads(net, xb, yb, max(1, chunk_size // len(idx_t)))
+                out[:, idx_t] = _layer_sq(rows, groups).cpu()  # disjoint columns per batch
             if bar is not None:
                 bar.update(1)
 
@@ -238,7 +250,9 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         method: `eval` computation: `auto` (the first of `native`, `hooks`, `vmap` that
             applies), `native` (C kernel for LeNet, bnmem.native), `hooks` (closed forms
             after one autograd backward, bnmem.grads.fastgrad) or `vmap` (torch.func vmap(grad),
-            the reference).
+            the reference). `batch`: `auto`/`native` run a BatchNorm LeNet's rows in C
+            (bnmem.native.lenet_batch_sq, float64 as the reference), otherwise (and
+            `hooks`/`vmap`) torch.func's jacrev (batch_grads), the reference.
         workers: on CPU, chunks (eval) or batches (batch) computed side by side by this
             many threads, one torch thread and one model copy each (they are independent).
     """
@@ -250,7 +264,7 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
     if definition == "batch" and has_batchnorm(model):
         if batches is None:
             raise ValueError("definition batch: needs `batches`")
-        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers)
+        sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers, method)
     else:
         sq = _eval_sq(model, x, y, chunk_size, groups, progress, method, workers)
     return GradNorms(*_norms(sq.numpy()), tuple(groups))

@@ -31,8 +31,8 @@ from bnmem.native.library import (ERRORS, HEADERS, KERNELS, NORMS, RUNNING, SLOT
                                   load)
 
 __all__ = ["ERRORS", "HEADERS", "KERNELS", "NORMS", "RUNNING", "SLOTS", "TrainStep", "applies",
-           "build", "lenet_forward", "lenet_sq", "load", "retain_heap", "setup_process",
-           "supported"]
+           "batch_supported", "build", "lenet_batch_sq", "lenet_forward", "lenet_sq", "load",
+           "retain_heap", "setup_process", "supported"]
 log = logging.getLogger(__name__)
 _LIBS: dict[tuple[str, torch.dtype], ctypes.CDLL | None] = {}
 _LOCK = threading.Lock()
@@ -160,6 +160,51 @@ def lenet_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     out[~torch.isfinite(xp.flatten(1)).all(1).numpy()] = np.nan
     rows = list(range(9)) if bn_ptr is not None else [0, 2, 4, 6, 8]
     return torch.from_numpy(out[:, rows].T.copy())
+
+
+def batch_supported(model: nn.Module) -> bool:
+    """A BatchNorm LeNet where `supported` holds, every BN layer with one eps, and the
+    lenet_rows kernel (the `batch` definition) builds."""
+    if not supported(model) or isinstance(model.norm1, nn.Identity):
+        return False
+    norms = [model.norm1, model.norm2, model.norm3, model.norm4]
+    p = model.conv1.weight
+    return applies("batchnorm", p.device, p.dtype, p.shape[1], model.fc3.out_features,
+                   tuple(m.eps for m in norms), (0.1,), kernel="lenet_rows")
+
+
+@torch.no_grad()
+def lenet_batch_sq(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """float64 [L, B] per-layer squared norms of the batch-coupled per-sample gradients of
+    ONE batch x [B, C, H, W] (`batch_supported(model)` must hold): row i's gradient is of
+    l_i = CE(f(x_i), y_i) in a train-mode pass, BN normalizing with this batch's statistics
+    and its gradient flowing through them (bnmem.grads.per_sample.batch_grads, the torch.func
+    reference). Rows in module order as layer_groups. The model's weights and running
+    statistics are left as they were."""
+    dtype = model.conv1.weight.dtype
+    pad = model.conv1.padding[0]
+    if x.dim() != 4 or x.shape[1] != model.conv1.in_channels or len(y) != len(x) or len(x) < 2:
+        raise ValueError(f"x: expected a batch [B >= 2, {model.conv1.in_channels}, H, W] with "
+                         f"one label per sample, got x {tuple(x.shape)} and y {tuple(y.shape)}")
+    xp = _arr(torch.nn.functional.pad(x, (pad,) * 4) if pad else x, dtype)
+    if xp.shape[-2:] != (32, 32):
+        raise ValueError(f"x: LeNet's padded input must be 32 x 32, got {tuple(xp.shape[-2:])}")
+    named = dict(model.named_parameters())
+    params = [_arr(named[s], dtype) for s in SLOTS]
+    grads = [torch.zeros_like(t) for t in params]
+    buffers = dict(model.named_buffers())
+    running = [buffers[r].detach().to(dtype).clone() for r in RUNNING]  # scratch
+    sizes = np.array([t.numel() for t in params], dtype=np.int64)
+    hyper = np.array([model.norm1.eps, 0.1], dtype=np.float64)
+    rows = torch.arange(len(xp), dtype=torch.int64)
+    out = np.zeros((len(xp), len(SLOTS)), dtype=np.float64)
+    _call(_lib(dtype, "lenet_rows").lenet_batch_sq, len(xp), xp.shape[1],
+          model.fc3.out_features, rows, xp, y.detach().to(torch.int64).contiguous(), hyper,
+          sizes, _table(1, [t[None] for t in params]), _table(1, [t[None] for t in grads]),
+          _table(1, [t[None] for t in running]), out)
+    if not (all(bool(torch.isfinite(t).all()) for t in params) and bool(torch.isfinite(xp).all())):
+        out[:] = np.nan  # the batch statistics carry a non-finite value to every row
+    return torch.from_numpy((out[:, 0::2] + out[:, 1::2]).T.copy())
 
 
 def _table(k: int, tensors: list[torch.Tensor | None]) -> ctypes.Array:

@@ -399,12 +399,23 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             for (int k = 0; k < NC; k++) zmax = zz[k][l] > zmax ? zz[k][l] : zmax;
             for (int k = 0; k < NC; k++) esum += exp(zz[k][l] - zmax);
             loss += log(esum) - (zz[y[i]][l] - zmax);
+#ifdef BNMEM_SEED_ROW
+            /* lenet_rows.c: the gradient of row hyper[4]'s own loss (not the batch mean),
+             * so that every other row's seed is zero; BN's statistics still couple them */
+            for (int k = 0; k < NC; k++) {
+                double e = i == (int)hyper[4] ? exp(zz[k][l] - zmax) / esum : 0;
+                rest += k == y[i] ? 0 : e;
+                zz[k][l] = (real)e;
+            }
+            zz[y[i]][l] = (real)(i == (int)hyper[4] ? -rest : 0);
+#else
             for (int k = 0; k < NC; k++) {
                 double e = exp(zz[k][l] - zmax) / esum;
                 rest += k == y[i] ? 0 : e;
                 zz[k][l] = (real)(e / n);
             }
             zz[y[i]][l] = (real)(-rest / n);
+#endif
         }
     out[0] = loss / n;
     out[1] = pen;

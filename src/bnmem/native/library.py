@@ -12,13 +12,17 @@ from bnmem.core.ckernel import compile_library
 
 HERE = Path(__file__).parent
 # {library: its source files, the first one compiled}: lenet_train_unit.c includes the
-# other two (one translation unit, see there); every file listed is hashed into the build
+# other two (one translation unit, see there), lenet_rows.c includes lenet_train.c (its own
+# unit, so the training library is compiled as before); every file listed is hashed into
+# the build
 HEADERS = ("lenet.h", "lenet_lanes.h")
 KERNELS = {"lenet_sq": ("lenet_sq.c",),
-           "lenet_train": ("lenet_train_unit.c", "lenet_train.c", "lenet_forward.c")}
+           "lenet_train": ("lenet_train_unit.c", "lenet_train.c", "lenet_forward.c"),
+           "lenet_rows": ("lenet_rows.c", "lenet_train.c")}
 # {library: {function: (leading int arguments, then pointer arguments)}}: see the .c files
 SIGNATURES = {"lenet_sq": {"lenet_sq": (3, 15)},
-              "lenet_train": {"lenet_train": (4, 9), "lenet_forward": (4, 3)}}
+              "lenet_train": {"lenet_train": (4, 9), "lenet_forward": (4, 3)},
+              "lenet_rows": {"lenet_batch_sq": (3, 9)}}
 NORMS = ("none", "batchnorm")  # the norm layers the kernels implement
 
 # lenet.h's enum slot and enum running, in order: the pointer tables' entries per model
