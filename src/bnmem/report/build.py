@@ -117,20 +117,23 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     tops = {a: exposure["arms"][a]["top"] for a in arms}
     if exposure.get("your_model"):
         tops = {"your_model": exposure["your_model"]["top"], **tops}
-    figures = {
-        "roc": plots.roc_curves(pd.read_csv(inp["roc"]), attack, figdir / "roc.png", membership["variant"]),
-        "memorization": plots.memorization_curves(curves, figdir / "memorization.png"),
-        "grad_norms": plots.grad_norms({a: gz[a]["norms"] for a in arms}, kind, figdir / "grad_norms.png"),
-        "gamma_sigma": plots.gamma_sigma_layers(
+    jobs = {  # the longest first: they are drawn side by side (plots.draw)
+        "roc": (plots.roc_curves, (pd.read_csv(inp["roc"]), attack, figdir / "roc.png",
+                                   membership["variant"])),
+        "exposure": (plots.exposure_grid, (pool["x"], tops, figdir / "exposure.png")),
+        "memorization": (plots.memorization_curves, (curves, figdir / "memorization.png")),
+        "grad_norms": (plots.grad_norms, ({a: gz[a]["norms"] for a in arms}, kind,
+                                          figdir / "grad_norms.png")),
+        "gamma_sigma": (plots.gamma_sigma_layers, (
             {a: {k: v["ratio"] for k, v in records[a].gamma_sigma.items()} for a in arms},
-            figdir / "gamma_sigma.png"),
-        "mem_vs_lira": plots.mem_vs_lira(lira_in, kind, figdir / "mem_vs_lira.png"),
-        "exposure": plots.exposure_grid(pool["x"], tops, figdir / "exposure.png"),
+            figdir / "gamma_sigma.png")),
+        "mem_vs_lira": (plots.mem_vs_lira, (lira_in, kind, figdir / "mem_vs_lira.png")),
     }
-    if any("epoch" in membership["arms"][a] for a in arms):
-        figures["lira_vs_fit"] = plots.lira_vs_fit(membership, figdir / "lira_vs_fit.png")
     if (membership.get("frontier") or {}).get("compare"):
-        figures["frontier"] = plots.frontier(membership, figdir / "frontier.png")
+        jobs = {"frontier": (plots.frontier, (membership, figdir / "frontier.png")), **jobs}
+    if any("epoch" in membership["arms"][a] for a in arms):
+        jobs["lira_vs_fit"] = (plots.lira_vs_fit, (membership, figdir / "lira_vs_fit.png"))
+    figures = plots.draw(jobs, cfg.shadow.workers)
     plots.dvc_tables(figdir, pd.read_csv(inp["roc"]), membership,
                      {a: pd.read_csv(Path(inp["grad_hists"]) / f"{a}.csv") for a in arms})
     save_json(out["out_train"], {a: {k: train[a].get(k) for k in TRAIN_KEYS} for a in arms})

@@ -1,7 +1,10 @@
 """Figures for the report: one function per PNG, arms in consistent colours."""
 from __future__ import annotations
 
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
@@ -26,6 +29,31 @@ def colour(arm: str) -> str:
         e = arm.rpartition("_eps")[2] if "_eps" in arm else "0"
         return DP_COLOURS[int(e).bit_length() % len(DP_COLOURS)]
     return COLOURS.get(arm, "#7f7f7f")
+
+
+_JOBS: list = []  # draw()'s figures, read by its forked workers (nothing pickled but paths)
+
+
+def _draw_one(i: int) -> Path:
+    fn, args = _JOBS[i]
+    return fn(*args)
+
+
+def draw(jobs: dict[str, tuple[Callable[..., Path], tuple]], workers: int = 1) -> dict[str, Path]:
+    """Every figure of `jobs` {key: (a plot function of this module, its arguments)}, on
+    up to `workers` forked processes, in the order given (the longest first balances them).
+    Each PNG is drawn whole by one process, so its bytes are those of a serial run."""
+    global _JOBS
+    keys = list(jobs)
+    workers = min(workers, len(keys))
+    if workers <= 1 or "fork" not in mp.get_all_start_methods():
+        return {k: fn(*args) for k, (fn, args) in jobs.items()}
+    _JOBS = [jobs[k] for k in keys]
+    try:
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+            return dict(zip(keys, pool.map(_draw_one, range(len(keys)))))
+    finally:
+        _JOBS = []
 
 
 def _save(fig: plt.Figure, path: Path) -> Path:
