@@ -154,6 +154,12 @@ def test_query_states_equals_querying_each_model(norm, arch):
         model = build(meta)
         model.load_state_dict(state)
         np.testing.assert_allclose(got[j], query(model, x, ("identity", "hflip")), atol=1e-4, rtol=1e-4)
+    # side by side on threads (the shadow stage's workers): the same bits, in model order
+    for workers in (2, 5):
+        np.testing.assert_array_equal(query_states(meta, states, x, ("identity", "hflip"),
+                                                   workers=workers), got)
+    np.testing.assert_array_equal(query_states(meta, states[::-1], x, ("identity",), workers=2),
+                                  got[::-1, :, :1])
 
 
 def test_budget_endpoints_are_complete_runs(tiny, one_torch_thread):

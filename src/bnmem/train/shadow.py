@@ -27,7 +27,7 @@ from bnmem.data.pool import tensors
 from bnmem.core.rng import SALT
 from bnmem.train.stacked import predict_states, train_stack
 from bnmem.train.views import augment
-from bnmem.models.runtime import resolve_device
+from bnmem.models.runtime import map_single_threaded, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,24 @@ def shard_ids(n_models: int, shards: int, shard: int) -> np.ndarray:
 
 
 def query_states(spec: ModelSpec, states: list[dict], x: torch.Tensor, queries: tuple[str, ...],
-                 device: torch.device | str = "cpu") -> np.ndarray:
-    """float32 [K, N, Q, C]: `query` for K trained models at once (bnmem.train.stacked)."""
-    return torch.stack([predict_states(spec, states, augment(x, q), device) for q in queries],
-                       dim=2).numpy()
+                 device: torch.device | str = "cpu", workers: int = 1) -> np.ndarray:
+    """float32 [K, N, Q, C]: `query` for K trained models at once (bnmem.train.stacked).
+
+    workers (CPU): the queries and groups of models run on that many threads; a model's
+    logits never depend on which models share its call (predict_states), so the bits are
+    those of one call."""
+    views = {q: augment(x, q) for q in queries}
+    if torch.device(device).type != "cpu":
+        workers = 1
+    groups = [g for g in np.array_split(np.arange(len(states)), max(1, min(workers, len(states))))
+              if len(g)]
+    items = [(q, g) for q in queries for g in groups]
+    parts = map_single_threaded(
+        lambda item: predict_states(spec, [states[i] for i in item[1]], views[item[0]], device),
+        items, workers)
+    per_query = [torch.cat(parts[j * len(groups):(j + 1) * len(groups)])
+                 for j in range(len(queries))]
+    return torch.stack(per_query, dim=2).numpy()
 
 
 def fingerprint(*parts: bytes | str) -> str:
@@ -128,7 +142,7 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
                                          [a for a, _ in seeds], [b for _, b in seeds],
                                          workers=workers, track=track)
     device = resolve_device(cfg.train.device)
-    logits = query_states(spec, states, x, s.queries, device)
+    logits = query_states(spec, states, x, s.queries, device, workers)
     budget_logits, endpoint_states = [], []  # annealed endpoints: same models, shorter schedules
     endpoint_hists = []
     for b in budget_epochs(cfg):
@@ -136,11 +150,17 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         b_states, b_hists, _ = train_stack(short, arm, x, y, keep[ids], spec,
                                            [a for a, _ in seeds], [o for _, o in seeds],
                                            workers=workers)
-        budget_logits.append(query_states(spec, b_states, x, s.queries, device))
+        budget_logits.append(query_states(spec, b_states, x, s.queries, device, workers))
         endpoint_states.append(b_states)
         endpoint_hists.append(b_hists)
     endpoint_states.append(states)
     endpoint_hists.append(hists)
+    # the gradient models' norms side by side (each computed as alone: one torch thread)
+    graded = [k for k in range(len(ids)) if grad_model(ids[k], s.grad_models)]
+    norms = dict(zip(graded, map_single_threaded(
+        lambda k: endpoint_norms(cfg, spec, [st[k] for st in endpoint_states], x, y, device,
+                                 keep[ids[k]]),
+        graded, workers if torch.device(device).type == "cpu" else 1)))
     out = []
     for k, (lg, hist, tr) in enumerate(zip(logits, hists, tracked)):
         arrays = {"logits": lg}
@@ -155,9 +175,8 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
             arrays["epoch_correct"] = np.stack([c for _, c in tr])
         if budget_logits:
             arrays["budget_logits"] = np.stack([bl[k] for bl in budget_logits])
-        if grad_model(ids[k], s.grad_models):
-            arrays["grad_norms"] = endpoint_norms(cfg, spec, [st[k] for st in endpoint_states],
-                                                  x, y, device, keep[ids[k]])
+        if k in norms:
+            arrays["grad_norms"] = norms[k]
         out.append({"arrays": arrays, "loss": float(hist[-1]["loss"])})
     return out
 
