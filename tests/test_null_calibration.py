@@ -132,3 +132,22 @@ def test_committed_run_passes_its_real_null():
             # below 1e-4 a mask allows one false positive of 16 000 (RMIA: none of 8 000),
             # so TPR there is ~1e-4 or less at null; a biased variant lifts it
             assert null["tpr_at_fpr_1e-4"]["mean"] <= 5e-4, (arm, name, null)
+
+
+def test_real_null_on_forked_workers_equals_one_loop():
+    """real_null's fake masks computed on shadow.workers forked processes give the serial
+    loop's figures exactly (every mask's, aggregated in mask order)."""
+    from bnmem.attack.signals import Signals
+    from bnmem.attack.stage import real_null
+    from bnmem.core.config import config_from_dict
+    logits, labels, keep = synthetic_logits(8, 300, 2, 10, 5)
+    phi, logp, correct = signals(logits, labels)
+    sig = Signals(phi, logp, correct, keep, np.arange(8))
+    out = {}
+    for workers in (1, 2):
+        cfg = config_from_dict({"shadow": {"workers": workers, "n_models": 8},
+                                "attack": {"null_masks": 5, "rmia_population": 50}})
+        out[workers] = real_null(sig, cfg, 5)
+    assert out[1] == out[2]
+    row = out[1]["lira_online_fixed"]
+    assert row["masks"] == 5 and row["auc"]["min"] < row["auc"]["max"]

@@ -102,28 +102,55 @@ def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
     Returns {variant: {"auc": {mean, min, max}, "tpr_at_fpr_1e-3": {...}, "tpr_at_fpr_1e-4":
     {...}, "epsilon_lo": {...} (empirical ε, bnmem.attack.epsilon), "masks": k}}.
     """
-    a = cfg.attack
-    m, n = sig.keep.shape
+    global _NULL  # read by forked workers: nothing is pickled but the results
     seeds = np.random.default_rng([cfg.seed, SALT["null"]]).integers(2 ** 32, size=masks)
+    workers = max(1, min(cfg.shadow.workers, masks))
+    _NULL = (sig, cfg)
+    try:
+        if workers > 1 and "fork" in mp.get_all_start_methods():
+            import scipy.stats  # noqa: F401  (epsilon_lower_bound's, once before the fork)
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                per_mask = list(pool.map(_null_mask, [int(s) for s in seeds]))
+        else:
+            per_mask = [_null_mask(int(s)) for s in seeds]
+    finally:
+        _NULL = None
     rows: dict[str, dict[str, list]] = {}
-    for s in seeds:
-        fake = keep_matrix(m, n, int(s))
-        # pairs (2p, 2p + 1) of the fake mask sit on the models in id order
-        null_sig = replace(sig, keep=fake, model_ids=np.arange(m, dtype=np.int64))
-        scores = run_attacks(null_sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a,
-                             a.rmia_population, int(s))
-        for name, sc in scores.items():
-            summ = roc_summary(*roc_points(sc, fake))
+    for figures in per_mask:  # in mask order, as one loop would
+        for name, values in figures.items():
             r = rows.setdefault(name, {"auc": [], "tpr_at_fpr_1e-3": [], "tpr_at_fpr_1e-4": [],
                                        "epsilon_lo": []})
-            r["auc"].append(float(summ["auc"]))
-            r["tpr_at_fpr_1e-3"].append(float(summ["tpr_at_fpr_1e-3"]))
-            r["tpr_at_fpr_1e-4"].append(float(summ["tpr_at_fpr_1e-4"]))
-            # no membership signal: the 95 % bound should prove nothing (0) in >= 95 % of masks
-            r["epsilon_lo"].append(epsilon_lower_bound(sc, fake, cfg.dp.delta)["epsilon_lo"])
+            for key, v in values.items():
+                r[key].append(v)
     return {name: {**{k: {"mean": float(np.mean(v)), "min": float(np.min(v)),
                           "max": float(np.max(v))} for k, v in r.items()}, "masks": masks}
             for name, r in rows.items()}
+
+
+_NULL: tuple | None = None  # real_null's (signals, config) for its workers
+
+
+def _null_mask(seed: int) -> dict[str, dict[str, float]]:
+    """One fake mask of real_null: {attack: {auc, tpr_at_fpr_1e-3, tpr_at_fpr_1e-4,
+    epsilon_lo}}."""
+    sig, cfg = _NULL
+    a = cfg.attack
+    m, n = sig.keep.shape
+    fake = keep_matrix(m, n, seed)
+    # pairs (2p, 2p + 1) of the fake mask sit on the models in id order
+    null_sig = replace(sig, keep=fake, model_ids=np.arange(m, dtype=np.int64))
+    scores = run_attacks(null_sig, a.offline_one_sided, a.rmia_gamma, a.rmia_a,
+                         a.rmia_population, seed)
+    out = {}
+    for name, sc in scores.items():
+        summ = roc_summary(*roc_points(sc, fake))
+        out[name] = {"auc": float(summ["auc"]),
+                     "tpr_at_fpr_1e-3": float(summ["tpr_at_fpr_1e-3"]),
+                     "tpr_at_fpr_1e-4": float(summ["tpr_at_fpr_1e-4"]),
+                     # no membership signal: the 95 % bound should prove nothing (0) in
+                     # >= 95 % of masks
+                     "epsilon_lo": epsilon_lower_bound(sc, fake, cfg.dp.delta)["epsilon_lo"]}
+    return out
 
 
 def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
