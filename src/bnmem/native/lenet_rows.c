@@ -1,10 +1,10 @@
 /* Batch-coupled per-sample gradient norms of a train-mode LeNet (bnmem.native.lenet_batch_sq,
  * the grads stage's `batch` definition): for every row s of one batch, the squared norm of
  * each parameter's gradient of l_s = CE(f(x_s; theta, batch statistics), y_s), where the
- * BN statistics of the whole batch carry the coupling. One backward per row through the
- * batch: lenet_train.c's one_model with its loss seeded at row s alone (BNMEM_SEED_ROW),
- * compiled here as its own translation unit so that the training library's machine code,
- * and every shadow model, stays as it is.
+ * BN statistics of the whole batch carry the coupling. One train-mode forward, then one
+ * backward per row through the batch: lenet_train.c's one_model with its loss seeded at
+ * each row alone in turn (BNMEM_SEED_ROW), compiled here as its own translation unit so
+ * that the training library's machine code, and every shadow model, stays as it is.
  *
  *   n rows[n] of xpool [N, C, 32, 32] (padded) and ypool [N]; P, G, R: one model's pointer
  *   tables as for lenet_train (G and R are scratch: gradients overwritten, running
@@ -23,17 +23,7 @@ int lenet_batch_sq(int n, int C, int NC, const int64_t *rows, const real *xpool,
     if (P[NORM1_WEIGHT] && n < 2) return E_BN_BATCH_OF_ONE;
     for (int i = 0; i < n; i++)
         if (ypool[rows[i]] < 0 || ypool[rows[i]] >= NC) return E_LABEL;
-    /* eps, momentum, no penalty (lam 0: the norms are of the cross-entropy), seed row */
-    double hyper[5] = {hyper2[0], hyper2[1], 0, 0, 0}, out[2];
-    for (int s = 0; s < n; s++) {
-        hyper[4] = s;
-        int code = one_model(n, C, NC, rows, xpool, ypool, P, G, R, hyper, out);
-        if (code) return code;
-        for (int slot = 0; slot < NSLOT; slot++) {
-            double acc = 0;
-            for (int64_t j = 0; j < sizes[slot]; j++) acc += (double)G[slot][j] * G[slot][j];
-            sq[(int64_t)s * NSLOT + slot] = acc;
-        }
-    }
-    return OK;
+    /* eps, momentum, no penalty (lam 0: the norms are of the cross-entropy) */
+    double hyper[4] = {hyper2[0], hyper2[1], 0, 0}, out[2];
+    return one_model(n, C, NC, rows, xpool, ypool, P, G, R, hyper, out, sizes, sq);
 }

@@ -295,10 +295,18 @@ static void conv2_igrad(const vec *gz, const real *w2, vec *gp, vec *dp) {
     }
 }
 
+/* lenet_rows.c (BNMEM_SEED_ROW): one forward, then one backward per row of the batch, each
+ * the gradient of that row's own loss, its squared norm per slot written to sq */
+#ifdef BNMEM_SEED_ROW
+#define ROW_PARAMS , const int64_t *slot_sizes, double *sq
+#else
+#define ROW_PARAMS
+#endif
+
 /* One model's gradients on its batch of n rows (lenet_train's arguments for model k). */
 static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpool,
                      const int64_t *ypool, real *const *P, real *const *G, real *const *R,
-                     const double *hyper, double *out) {
+                     const double *hyper, double *out ROW_PARAMS) {
     const int bn = P[NORM1_WEIGHT] != 0, groups = (n + L - 1) / L;
     const double eps = hyper[0], mom = hyper[1], lam = hyper[2], target = hyper[3];
     /* workspace, in vectors: buffer i holds sizes[i] per group, in enum order */
@@ -385,6 +393,17 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     dense_fwd(groups, F2, NC, w5, b5, r4, z5);
 
     PHASE(5);  /* fc forward */
+#ifdef BNMEM_SEED_ROW
+    /* the forward activations are only read from here on: keep the logits, seed each row */
+    vec *logits = malloc(sizeof(vec) * groups * NC);
+    if (!logits) {
+        free(mem);
+        return E_MEMORY;
+    }
+    memcpy(logits, z5, sizeof(vec) * groups * NC);
+    for (int seed = 0; seed < n; seed++) {
+    memcpy(z5, logits, sizeof(vec) * groups * NC);
+#endif
     /* loss: mean cross-entropy; z5 becomes d loss / d logits (softmax - onehot) / n */
     double loss = 0;
     for (int g = 0; g < groups; g++)
@@ -400,14 +419,14 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
             for (int k = 0; k < NC; k++) esum += exp(zz[k][l] - zmax);
             loss += log(esum) - (zz[y[i]][l] - zmax);
 #ifdef BNMEM_SEED_ROW
-            /* lenet_rows.c: the gradient of row hyper[4]'s own loss (not the batch mean),
-             * so that every other row's seed is zero; BN's statistics still couple them */
+            /* the gradient of row seed's own loss (not the batch mean): every other row's
+             * seed is zero; BN's statistics still couple them */
             for (int k = 0; k < NC; k++) {
-                double e = i == (int)hyper[4] ? exp(zz[k][l] - zmax) / esum : 0;
+                double e = i == seed ? exp(zz[k][l] - zmax) / esum : 0;
                 rest += k == y[i] ? 0 : e;
                 zz[k][l] = (real)e;
             }
-            zz[y[i]][l] = (real)(i == (int)hyper[4] ? -rest : 0);
+            zz[y[i]][l] = (real)(i == seed ? -rest : 0);
 #else
             for (int k = 0; k < NC; k++) {
                 double e = exp(zz[k][l] - zmax) / esum;
@@ -471,10 +490,20 @@ static int one_model(int n, int C, int NC, const int64_t *rows, const real *xpoo
     }
     PHASE(12);  /* conv1 weight grad */
     for (int j = 0; j < C1 * C * 25; j++) G[CONV1_WEIGHT][j] = (real)hsum(acc1[j]);
+#ifdef BNMEM_SEED_ROW
+    for (int slot = 0; slot < NSLOT; slot++) {
+        double acc = 0;
+        for (int64_t j = 0; j < slot_sizes[slot]; j++) acc += (double)G[slot][j] * G[slot][j];
+        sq[(int64_t)seed * NSLOT + slot] = acc;
+    }
+    }
+    free(logits);
+#endif
     free(mem);
     return OK;
 }
 
+#ifndef BNMEM_SEED_ROW
 int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_t *idx,
                 const real *xpool, const int64_t *ypool, const double *hyper, real *const *P,
                 real *const *G, real *const *R, double *out) {
@@ -494,3 +523,4 @@ int lenet_train(int K, int bmax, int C, int NC, const int64_t *cnt, const int64_
     }
     return OK;
 }
+#endif
