@@ -162,3 +162,21 @@ def test_stage_without_bnmem_says_how_to_fix_it():
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot import bnmem" in lines[0]
     assert "source .venv/bin/activate" in lines[0] and "make repro" in lines[0]
+
+
+def test_exposure_without_the_train_stages_pool_logits_names_the_file(tmp_path):
+    """An _eval.npz from before the train stage saved the targets' query logits (or for
+    other queries) is one line naming it and what to re-run, not a traceback."""
+    from bnmem.core.io import InputError
+    from bnmem.stages.exposure import target_logits
+    pool = {"y_train": np.zeros(5, np.int64)}
+    np.savez(tmp_path / "batchnorm_eval.npz", correct=np.ones(5, bool))
+    with pytest.raises(InputError, match=r"batchnorm_eval.npz: holds no pool logits for "
+                                         r"queries \['identity', 'hflip'\].*re-run train@batchnorm"):
+        target_logits(tmp_path, "batchnorm", ("identity", "hflip"), pool)
+    np.savez(tmp_path / "batchnorm_eval.npz", pool_logits=np.zeros((5, 1, 10), np.float32),
+             queries=np.array(["identity"]))
+    with pytest.raises(InputError, match="saved: \\['identity'\\]"):
+        target_logits(tmp_path, "batchnorm", ("identity", "hflip"), pool)
+    got = target_logits(tmp_path, "batchnorm", ("identity",), pool)
+    assert got.shape == (5, 1, 10)

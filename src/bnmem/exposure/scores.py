@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 
 from bnmem.attack.lira import (
     LIRA_VARIANTS, complement_partner, fit_gaussians, loo_lira, score_lira,
@@ -30,8 +29,10 @@ from bnmem.attack.stage import headline_variant
 from bnmem.attack.rmia import rmia_scores
 from bnmem.core.rng import SALT
 from bnmem.attack.roc import FPR_LEVELS, operating_support, roc_points, roc_summary
-from bnmem.train.stacked import eval_logits
-from bnmem.train.views import augment
+
+if TYPE_CHECKING:  # torch only where a model runs (your own model: target_signals)
+    import torch
+    from torch import nn
 
 LN10 = float(np.log(10.0))
 CAL_LEVELS = (2, 3, 4)  # exposure levels of the calibration table (nominal share 10^-k)
@@ -52,9 +53,14 @@ def target_signals(model: nn.Module, x: torch.Tensor, labels: np.ndarray,
     With the model's `spec` a LeNet is queried as the shadows are, through the C
     eval forward (bnmem.train.stacked.eval_logits: the same logits on every CPU vendor); other
     models through PyTorch's forward."""
-    identity = identity_index(queries)
-    logits = torch.stack([eval_logits(model, spec, augment(x, q)) for q in queries], dim=1)
-    phi, logp, correct = signals(logits.numpy()[None], labels, identity)
+    from bnmem.train.stacked import query_logits
+    return logits_signals(query_logits(model, x, queries, spec), labels, queries)
+
+
+def logits_signals(logits: np.ndarray, labels: np.ndarray, queries: tuple[str, ...]
+                   ) -> TargetSignals:
+    """TargetSignals from a model's query logits [N, Q, C] (query_logits)."""
+    phi, logp, correct = signals(np.asarray(logits)[None], labels, identity_index(queries))
     return TargetSignals(phi[0], logp[0], correct[0])
 
 
@@ -239,29 +245,28 @@ def reference_arm(arms: list[str] | tuple[str, ...]) -> str:
     return "batchnorm" if "batchnorm" in arms else arms[0]
 
 
-def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
-                  nets: dict[str, nn.Module], shards: dict[str, list[Path]],
-                  own: tuple[nn.Module, np.ndarray | None, dict] | None = None,
-                  specs: dict[str, ModelSpec] | None = None
+def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], targets: dict[str, TargetSignals],
+                  shards: dict[str, list[Path]],
+                  own: tuple[TargetSignals, np.ndarray | None, dict] | None = None
                   ) -> tuple[dict, dict[str, dict[str, np.ndarray]]]:
-    """The exposure stage: every arm's target model (and `own` = (your model, membership
-    [N] or None, provenance), scored against the shadows of audit.target_arm) against its
-    arm's shadows; `specs` ({arm: model spec}) routes LeNets through the C forward.
-    Returns (results/exposure.json, {name: arrays for data/exposure/})."""
+    """The exposure stage: every arm's target model (its signals, `targets`: from the query
+    logits the train stage saved) and `own` = (your model's signals, membership [N] or
+    None, provenance), scored against the shadows of audit.target_arm, against its arm's
+    shadows. Runs no model. Returns (results/exposure.json, {name: arrays for
+    data/exposure/})."""
     labels, kind = pool["y_train"], pool["kind"]
     index = pool.get("index", np.arange(labels.size))
     queries, k = cfg.shadow.queries, cfg.audit.top_k
     identity = identity_index(queries)
     scores, raws, mem, arrays, sigs, nulls = {}, {}, {}, {}, {}, {}
-    for arm, net in nets.items():
+    for arm, target in targets.items():
         sigs[arm] = load_shadow(shards[arm], labels, identity)
         nulls[arm] = ExposureNull.build(sigs[arm], cfg)
-        raws[arm] = exposure(target_signals(net, x, labels, queries, (specs or {}).get(arm)),
-                             sigs[arm], cfg)
+        raws[arm] = exposure(target, sigs[arm], cfg)
         scores[arm] = nulls[arm].calibrate(raws[arm])
         mem[arm] = memorization(sigs[arm].correct, sigs[arm].keep)[0]
         arrays[arm] = {"exposure": scores[arm], "exposure_raw": raws[arm], "mem_score": mem[arm]}
-    ref = reference_arm(list(nets))
+    ref = reference_arm(list(targets))
     tops = top_exposed(raws, k)
     out: dict = {"definition": "-log10 of the share of the arm's empirical null (its shadows' "
                                "non-members, leave-one-pair-out) at or above the raw exposure "
@@ -273,9 +278,8 @@ def exposure_arms(cfg: Config, pool: dict[str, np.ndarray], x: torch.Tensor,
                               "top": exposure_rows(tops[a], scores, labels, kind, mem, index, a, raws)}
                           for a, s in scores.items()}}
     if own is not None:
-        model, member, info = own
+        t, member, info = own
         arm = cfg.audit.target_arm
-        t = target_signals(model, x, labels, queries, (specs or {}).get(arm))
         mine_raw = exposure(t, sigs[arm], cfg)
         mine = nulls[arm].calibrate(mine_raw)
         rmia = offline_rmia(t, sigs[arm], cfg)

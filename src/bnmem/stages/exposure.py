@@ -10,13 +10,27 @@ import numpy as np
 from bnmem.core import cli
 from bnmem.core.config import ConfigError, load_config
 from bnmem.core.kinds import YOURS
-from bnmem.exposure.scores import exposure_arms, load_target, read_members
-from bnmem.core.io import load_state, save_json, save_npz
+from bnmem.exposure.scores import exposure_arms, logits_signals, read_members
+from bnmem.core.io import InputError, load_npz, save_json, save_npz
 from bnmem.core.records import TargetRecord
-from bnmem.models.spec import build, load_model
-from bnmem.data.pool import load_pool, tensors
+from bnmem.data.pool import load_pool
 
 log = logging.getLogger("bnmem.exposure.scores")
+
+
+def target_logits(models: Path, arm: str, queries: tuple[str, ...], pool: dict) -> np.ndarray:
+    """The target model's pool logits under `queries` [N, Q, C], as the train stage saved
+    them (data/models/<arm>_eval.npz); one line naming the file when they are missing or
+    were saved for other queries or another pool."""
+    path = models / f"{arm}_eval.npz"
+    z = load_npz(path)
+    saved = tuple(str(q) for q in z.get("queries", ()))
+    logits = z.get("pool_logits")
+    if logits is None or saved != tuple(queries) or logits.shape[:2] != (pool["y_train"].size,
+                                                                       len(queries)):
+        raise InputError(f"{path}: holds no pool logits for queries {list(queries)} on this "
+                         f"pool (saved: {list(saved)}); re-run train@{arm} (dvc repro)")
+    return logits
 
 
 def main() -> None:
@@ -41,25 +55,32 @@ def main() -> None:
     if args.target_weights and cfg.audit.target_arm not in cfg.arms:
         raise ConfigError(f"audit.target_arm: {cfg.audit.target_arm!r} is not in arms "
                           f"{list(cfg.arms)}; its shadows are the reference for your model")
-    cli.setup(cfg.train.threads)
+    # the targets' query logits come from the train stage: torch only for your own model
+    cli.setup(cfg.train.threads, torch=bool(args.target_weights))
     pool = load_pool(args.pool)
-    x, _ = tensors(pool, cfg.dataset)
     models = Path(args.models)
-    specs = {a: TargetRecord.load(models / f"{a}.json").spec for a in cfg.arms}
-    nets = {a: load_model(specs[a], models / f"{a}.pt") for a in cfg.arms}
+    targets = {a: logits_signals(target_logits(models, a, cfg.shadow.queries, pool),
+                                 pool["y_train"], cfg.shadow.queries) for a in cfg.arms}
     shards = {a: [Path(args.shadow_dir) / a / f"shard_{k}.npz" for k in cfg.shadow.shard_ids]
               for a in cfg.arms}
     own = None
     if args.target_weights:
+        from bnmem.core.io import load_state
+        from bnmem.data.pool import tensors  # noqa: I001 (torch: your own model only)
+        from bnmem.exposure.scores import load_target, target_signals
+        from bnmem.models.spec import build
         arm = cfg.audit.target_arm
+        spec = TargetRecord.load(models / f"{arm}.json").spec
         weights = Path(args.target_weights)
-        model = load_target(build(specs[arm]), load_state(weights), weights, cfg.arch)
+        model = load_target(build(spec), load_state(weights), weights, cfg.arch)
         index = pool.get("index", np.arange(pool["y_train"].size))
         member, listed = (read_members(Path(args.members), index) if args.members
                           else (None, None))
-        own = (model, member, {"weights": weights.name, "members_listed": listed,
-                               "members": Path(args.members).name if args.members else None})
-    results, arrays = exposure_arms(cfg, pool, x, nets, shards, own, specs)
+        x, _ = tensors(pool, cfg.dataset)
+        own = (target_signals(model, x, pool["y_train"], cfg.shadow.queries, spec), member,
+               {"weights": weights.name, "members_listed": listed,
+                "members": Path(args.members).name if args.members else None})
+    results, arrays = exposure_arms(cfg, pool, targets, shards, own)
     for name, arr in arrays.items():
         save_npz(Path(args.scores_dir) / f"{name}.npz", **arr)
     save_json(args.out, results)

@@ -41,6 +41,7 @@ from bnmem.train.loop import Regularizer, gamma_sigma_penalty
 from bnmem.models.runtime import map_single_threaded, predict, resolve_device
 from bnmem.core.schedule import batch_order, lr_at
 from bnmem.train.sgd import make_sgd
+from bnmem.train.views import augment
 
 log = logging.getLogger(__name__)
 retain_heap = native.retain_heap  # bench/bench_convs.py imports it from here
@@ -212,6 +213,16 @@ def eval_logits(model: nn.Module, spec: ModelSpec | None, x: torch.Tensor,
     if spec is not None and spec.arch == "lenet":
         return predict_states(spec, [model.state_dict()], x, device)[0]
     return predict(model, x)
+
+
+def query_logits(model: nn.Module, x: torch.Tensor, queries: tuple[str, ...],
+                 spec: ModelSpec | None = None) -> np.ndarray:
+    """float32 [N, Q, C]: one trained model's eval logits on x under each query view
+    (bnmem.train.views), as the shadows are queried (eval_logits). The train stage saves
+    them for the target models (data/models/<arm>_eval.npz), so the exposure stage runs no
+    model for them."""
+    return torch.stack([eval_logits(model, spec, augment(x, q)) for q in queries],
+                       dim=1).numpy()
 
 
 def _pool_for_kernels(spec: ModelSpec, x: torch.Tensor, device: torch.device | str

@@ -20,7 +20,7 @@ from bnmem.core.records import TargetRecord
 from bnmem.models.spec import build, model_spec
 from bnmem.train.recipe import fit
 from bnmem.data.pool import tensors
-from bnmem.train.stacked import eval_logits, train_stack
+from bnmem.train.stacked import eval_logits, query_logits, train_stack
 from bnmem.train.target_metrics import (
     accuracy_by_kind, epochs_to, gamma_push, gamma_sigma, lower_median,
 )
@@ -112,15 +112,20 @@ def train_arm(cfg: Config, pool: dict, test: dict, checkpoint_dir: Path | None =
 
 def final_evals(cfg: Config, model: nn.Module, record: TargetRecord, pool: dict[str, np.ndarray],
                 test: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict | None]:
-    """What the report reads of the final target, so that the report runs no model:
-    per-sample correctness (eval mode, bool) on the pool (`correct` [N]) and the test set
-    (`test_correct` [T]), and for a model with BN layers the gamma push per layer and
-    sample kind (bnmem.train.target_metrics.gamma_push; None without BN layers)."""
+    """What the report and the exposure stage read of the final target, so that neither
+    runs a model: per-sample correctness (eval mode, bool) on the pool (`correct` [N]) and
+    the test set (`test_correct` [T]), the pool's eval logits under each shadow query
+    (`pool_logits` float32 [N, Q, C], `queries` [Q]: bnmem.exposure.scores.query_logits),
+    and for a model with BN layers the gamma push per layer and sample kind
+    (bnmem.train.target_metrics.gamma_push; None without BN layers)."""
     model, spec = model.cpu(), record.spec
     x, _ = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
     evals = {"correct": eval_logits(model, spec, x).argmax(1).numpy() == pool["y_train"],
-             "test_correct": eval_logits(model, spec, x_test).argmax(1).numpy() == test["y"]}
+             "test_correct": eval_logits(model, spec, x_test).argmax(1).numpy() == test["y"],
+             # the exposure stage's input, so that it runs no model for the targets
+             "pool_logits": query_logits(model, x, cfg.shadow.queries, spec),
+             "queries": np.asarray(cfg.shadow.queries, dtype=str)}
     kind = pool["kind"]
     push = gamma_push(model, x, pool["y_train"], {
         "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD}) if record.gamma_sigma else None
