@@ -193,16 +193,18 @@ def predict_states(spec: ModelSpec, states: list[dict], x: torch.Tensor,
     StackedLeNet.predict), every other model one by one through PyTorch, so that a model's
     logits never depend on which models share its stack (a batched float32 forward over
     K models rounds differently for each K)."""
+    x_pad = _pool_for_kernels(spec, x, device) if spec.arch == "lenet" else None
+    if x_pad is not None:  # one model for the architecture; the weights are the states'
+        template = build(spec)
+        template.load_state_dict(states[0])  # the keys and shapes checked as a model would
+        net = StackedLeNet([template], spec.norm, torch.device(device), states=states)
+        return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device), x_pad=x_pad).cpu()
     models = []
     for state in states:
         model = build(spec)
         model.load_state_dict(state)
         models.append(model)
-    x_pad = _pool_for_kernels(spec, x, device) if spec.arch == "lenet" else None
-    if x_pad is None:
-        return torch.stack([predict(m.to(device), x) for m in models])
-    net = StackedLeNet(models, spec.norm, torch.device(device))
-    return net.predict(x.permute(0, 2, 3, 1).contiguous().to(device), x_pad=x_pad).cpu()
+    return torch.stack([predict(m.to(device), x) for m in models])
 
 
 def eval_logits(model: nn.Module, spec: ModelSpec | None, x: torch.Tensor,

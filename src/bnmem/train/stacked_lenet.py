@@ -91,9 +91,16 @@ class _BatchNormSigma(torch.autograd.Function):
 class StackedLeNet:
     """K LeNets (models.LeNet) as stacked leaf tensors; forward gives logits [K, B, classes]."""
 
-    def __init__(self, models: list[nn.Module], norm: str, device: torch.device):
-        self.k, self.norm = len(models), norm
-        self.state = {key: v.to(device) for key, v in stack_states(models).items()}
+    def __init__(self, models: list[nn.Module], norm: str, device: torch.device,
+                 states: list[dict[str, torch.Tensor]] | None = None):
+        """`models`: the K models; or, with `states` (their K state dicts), one model of
+        the architecture whose weights are not read (predict_states: no K models built
+        only to be overwritten)."""
+        ref = models[0].state_dict()  # dtypes as load_state_dict would give them
+        stacked = (stack_states(models) if states is None else
+                   {key: torch.stack([s[key].to(ref[key].dtype) for s in states]) for key in ref})
+        self.k, self.norm = len(models) if states is None else len(states), norm
+        self.state = {key: v.to(device) for key, v in stacked.items()}
         self.params = {n: self.state[n].requires_grad_() for n, _ in models[0].named_parameters()}
         m0 = models[0]
         self.padding = m0.conv1.padding
