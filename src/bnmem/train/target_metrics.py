@@ -90,13 +90,15 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
     single = next(iter(model.parameters())).dtype == torch.float32
     model = copy.deepcopy(model).double().eval() if single else model.eval()
     x = x.double() if single else x
+    layers = bn_layers(model)
+    gammas = [m.weight for _, m in layers]
     for group, mask in masks.items():
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             continue
-        model.zero_grad()
-        F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean").backward()
-        for name, m in bn_layers(model):
-            g = -m.weight.grad.mean()
+        # the gradients of the gammas alone (no weight gradient of any other layer)
+        loss = F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean")
+        for (name, _), grad in zip(layers, torch.autograd.grad(loss, gammas)):
+            g = -grad.mean()
             out.setdefault(name.replace(".", "_"), {})[group] = float(g.float() if single else g)
     return out
