@@ -53,6 +53,10 @@ def test_intervals():
     wide = np.r_[1.0, jack, samp, 3 * both - 2, pairs]
     assert mixed.ci(1.0, wide, "tpr_low_all") == pytest.approx((1 - floor, 1 + floor))
     assert mixed.ci(1.0, draws, "auc_all") == pytest.approx((lo, hi))
+    # the paired all-samples AUC difference at equal epochs (key + "_delta"): twoway too
+    assert mixed.ci(1.0, draws, "auc_all_delta") == pytest.approx((1 - half, 1 + half))
+    for fig in ("auc_clean_delta", "fz_flipped_delta", "auc_identity"):
+        assert mixed.ci(1.0, draws, fig) == pytest.approx((lo, hi))
     assert designs("mixed") == ("jackknife", "samples", "both", "pairs")
 
 
@@ -106,10 +110,9 @@ def test_interval_coverage_on_synthetic_runs():
     for name, row in mixed.items():
         assert row["coverage"] >= 0.85, (name, row)
     assert mixed["auc_all"]["mean_width"] < 0.9 * both["auc_all"]["mean_width"]
-    for name in ("tpr_low_all", "tpr_low_all_delta"):  # TPR by the two-way correction
+    for name in ("tpr_low_all", "tpr_low_all_delta", "auc_all_delta"):  # two-way correction
         assert mixed[name]["mean_width"] == tw[name]["mean_width"] != both[name]["mean_width"]
     assert mixed["auc_all"]["mean_width"] == js["auc_all"]["mean_width"]
-    assert mixed["auc_all_delta"]["mean_width"] == js["auc_all_delta"]["mean_width"]
     assert jack["fz_flipped"]["coverage"] < 0.85 <= mixed["fz_flipped"]["coverage"]
 
 
