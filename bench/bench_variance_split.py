@@ -1,7 +1,7 @@
 """How the models+samples variance splits between its designs, on the real shadows of a run
 and on the coverage study's simulation: the ratios that decide what an interval procedure
-does (twoway, 2 (V_p + V_s) - V_b, falls to V_p when V_b / (V_p + V_s) >= 1; pairs-only
-drops V_s). A simulation can validate a procedure only where it reproduces them
+does (twoway, 2 (V_p + V_s) - V_b, falls to its floor V_p when V_b >= V_p + 2 V_s;
+pairs-only drops V_s). A simulation can validate a procedure only where it reproduces them
 (bench/results/coverage_seed14_plan.md).
 
     python bench/bench_variance_split.py [--draws 400] [--sim-runs 20] [--workers 2]
@@ -181,9 +181,9 @@ def main() -> None:
          "", f"`{cmd}` on {model} (family {fam}, model {mod}), {secs:.0f} s; "
          f"result also in `{os.path.relpath(a.out, ROOT)}`.", "",
          f"Real: the committed default run's shadows, {a.draws} rows of each design (pairs "
-         "alone, samples alone, both; jackknife over the pairs). V_b / (V_p + V_s) at or above "
-         "1 puts twoway at its floor V_p (pairs-only); V_s / V_p is what pairs-only leaves "
-         "out. Bootstrap pair variances carry P/(P-1). With 400 draws each variance has a "
+         "alone, samples alone, both; jackknife over the pairs). twoway is at its floor V_p "
+         "(pairs-only) when V_b >= V_p + 2 V_s; V_s / V_p is what pairs-only leaves out. "
+         "Bootstrap pair variances carry P/(P-1). With 400 draws each variance has a "
          "relative SE of about 7 %, so each ratio about 10 %.", "",
          "| real | figure | sd pairs | sd samples | sd both | sd jackknife | V_b / (V_p + V_s) | V_s / V_p | twoway at its floor |",
          "|---|---|---:|---:|---:|---:|---:|---:|---|"]

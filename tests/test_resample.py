@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bnmem.attack.lira import PairSignals, loo_lira
-from bnmem.attack.intervals import IntervalPlan, designs, percentile_ci
+from bnmem.attack.intervals import IntervalPlan, percentile_ci
 from bnmem.attack.matched import at_fit, common_fit, fit_grid
 from bnmem.attack.resample import arm_draw, compare, draw_designs, draw_plan
 from bnmem.attack.roc import roc_points, roc_summary
@@ -40,24 +40,6 @@ def test_intervals():
     assert (lo, hi) == pytest.approx((1 - 1.96 * np.sqrt(v), 1 + 1.96 * np.sqrt(v)))
     mixed = IntervalPlan("mixed", 3, {"jackknife": (1, 4), "samples": (4, 6), "both": (4, 6)})
     assert mixed.ci(1.0, np.r_[1.0, jack, samp], "auc_all") == (lo, hi)
-    # mixed: TPR (one arm, paired, matched) by the two-way correction 2 (V_p + V_s) - V_b
-    # floored at V_p, everything else by jacksum
-    pairs, both = np.array([0.7, 1.3, 1.1]), np.array([0.6, 1.5, 0.9])
-    draws = np.r_[1.0, jack, samp, both, pairs]
-    mixed = IntervalPlan("mixed", 3, {"jackknife": (1, 4), "samples": (4, 6), "both": (6, 9),
-                                      "pairs": (9, 12)})
-    vp, vs, vb = pairs.var(ddof=1) * 1.5, samp.var(ddof=1), both.var(ddof=1) * 1.5
-    half = 1.96 * np.sqrt(max(2 * (vp + vs) - vb, vp))
-    assert mixed.ci(1.0, draws, "tpr_low_all") == pytest.approx((1 - half, 1 + half))
-    floor = 1.96 * np.sqrt(vp)  # a joint variance above twice the sum: pairs-only, the floor
-    wide = np.r_[1.0, jack, samp, 3 * both - 2, pairs]
-    assert mixed.ci(1.0, wide, "tpr_low_all") == pytest.approx((1 - floor, 1 + floor))
-    assert mixed.ci(1.0, draws, "auc_all") == pytest.approx((lo, hi))
-    # the paired all-samples AUC difference at equal epochs (key + "_delta"): twoway too
-    assert mixed.ci(1.0, draws, "auc_all_delta") == pytest.approx((1 - half, 1 + half))
-    for fig in ("auc_clean_delta", "fz_flipped_delta", "auc_identity"):
-        assert mixed.ci(1.0, draws, fig) == pytest.approx((lo, hi))
-    assert designs("mixed") == ("jackknife", "samples", "both", "pairs")
 
 
 def _arm(effect, seed, m=12, n=200, e=3):
@@ -100,19 +82,18 @@ def test_interval_coverage_on_synthetic_runs():
     """The default procedure (`mixed`) covers the expected value of every figure type in
     >= 85 % of 40 small seeded runs whose arms share 30 % of their model noise, as real
     shadows do (bench/results/noise_structure.md), with narrower AUC intervals than drawing
-    pairs and samples together (`both`) and TPR by the two-way correction; the pairs'
+    pairs and samples together (`both`); the pairs'
     jackknife alone misses the samples' share of the Feldman-Zhang score (below 0.85 where
     mixed covers)."""
     res = coverage_table(40, n=1250, draws=40, truth_runs=60, seed=1, arm_rho=0.3,
-                         procedures=("mixed", "both", "jackknife", "jacksum", "twoway"))
-    mixed, both, jack, js, tw = (res["table"][p] for p in ("mixed", "both", "jackknife",
-                                                            "jacksum", "twoway"))
+                         procedures=("mixed", "both", "jackknife", "jacksum"))
+    mixed, both, jack, js = (res["table"][p] for p in ("mixed", "both", "jackknife", "jacksum"))
     for name, row in mixed.items():
         assert row["coverage"] >= 0.85, (name, row)
     assert mixed["auc_all"]["mean_width"] < 0.9 * both["auc_all"]["mean_width"]
-    for name in ("tpr_low_all", "tpr_low_all_delta", "auc_all_delta"):  # two-way correction
-        assert mixed[name]["mean_width"] == tw[name]["mean_width"] != both[name]["mean_width"]
+    assert mixed["tpr_low_all"]["mean_width"] == both["tpr_low_all"]["mean_width"]
     assert mixed["auc_all"]["mean_width"] == js["auc_all"]["mean_width"]
+    assert mixed["auc_all_delta"]["mean_width"] == js["auc_all_delta"]["mean_width"]
     assert jack["fz_flipped"]["coverage"] < 0.85 <= mixed["fz_flipped"]["coverage"]
 
 

@@ -232,8 +232,8 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
-                                                 zip(draws_a, draws_b)], plan, f"{f}_delta")
-                                    for f in FIGURES})  # paired differences at equal budgets
+                                                 zip(draws_a, draws_b)], plan, f)
+                                    for f in FIGURES})
     # the primary criterion's AUC difference over draw 0's overlap, with its band
     key, sign = CRITERIA[PRIMARY]
     ua0, ub0 = _series(draws_a[0], key, sign), _series(draws_b[0], key, sign)

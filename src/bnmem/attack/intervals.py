@@ -38,14 +38,13 @@ class IntervalPlan:
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
-    - mixed (the default, `mixed_procedure`): twoway for TPR at low FPR (one arm, paired,
-      matched utility) and for the paired all-samples AUC difference at equal epochs or
-      budgets, jacksum for the rest (AUC, memorization and accuracies of one arm, their
-      other paired and matched-utility differences). Under the noise structure of real
-      shadows (arms share ~30 % of their model noise, bench/results/noise_structure.md) it
-      covers 0.938-0.980 in five studies of 200-500 runs (bench/results/coverage_paired03_*.md,
-      coverage_matched_paired03_*.md, coverage*_seed14.md, coverage_seed15.md; above 0.97 on
-      seed 10's 200 runs, +-1.5 points, and for TPR on seed 15, 0.974 / 0.972).
+    - mixed (the default, `mixed_procedure`): jacksum for AUC, memorization and
+      accuracies, both for TPR at low FPR, whether one arm's figure, a paired difference at
+      equal epochs or one at matched utility. Under the noise structure of real shadows (arms
+      share ~30 % of their model noise, bench/results/noise_structure.md) it covers
+      0.942-0.984 on 1 200 simulated runs (bench/results/coverage_paired03_*.md,
+      coverage_matched_paired03_*.md), above the 93-97 % target for TPR and for the paired
+      AUC difference at equal epochs (0.966-0.984).
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd, centred on the point (bench/bench_coverage.py measures
@@ -114,29 +113,12 @@ class IntervalPlan:
 
 
 def mixed_procedure(figure: str) -> str:
-    """The procedure `mixed` uses for a figure: twoway (2 (V_p + V_s) - V_b, floored at
-    V_p) for TPR at low FPR however it is read (one arm, paired, matched utility), jacksum
-    for the rest, except the paired AUC difference (all samples) at equal epochs or budgets,
-    also twoway (its key carries `_delta`; confirmed on seed 15, pre-registered:
-    bench/results/coverage_seed15_plan.md; it does not rest on the pairs' jackknife, which
-    on the real shadows of BN - none is 0.62x the pairs bootstrap). twoway for TPR was
-    chosen on seeds 10 and 11 and confirmed on fresh runs
-    (seed 14, pre-registered: bench/results/coverage_seed14_plan.md: 0.970 / 0.968 / 0.958),
-    where both had covered 0.958-0.982, above the 93-97 % target; the real shadows' split
-    of TPR's variance lies in the simulation's range (bench/results/variance_split.md). The
-    paired AUC difference at equal epochs still covers above the target under jacksum
-    (0.966-0.984): pairs-only (0.930-0.950 in simulation) leaves out a samples' variance
-    that is larger on the real shadows (V_s / V_p 0.41 for BN - none against 0.29
-    simulated), and the jackknife alone failed its fresh confirmation (0.924 on seed 12,
-    bench/results/coverage_paired03_confirm2.md)."""
-    if figure.startswith("tpr") or figure in PAIRED_TWOWAY:
-        return "twoway"
-    return "jacksum"
-
-
-# paired differences at equal epochs or budgets (key + "_delta") read by twoway under mixed:
-# the all-samples AUC (pre-registered, seed 15: bench/results/coverage_seed15_plan.md)
-PAIRED_TWOWAY = ("auc_all_delta",)
+    """The procedure `mixed` uses for a figure: both for TPR at low FPR, jacksum for the
+    rest, however the figure is read (one arm, a paired difference, matched utility: the
+    simulation under the measured noise structure found no read that needs another; the
+    jackknife alone for paired AUC differences at equal epochs was tried and failed its
+    fresh confirmation, 0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
+    return "both" if figure.startswith("tpr") else "jacksum"
 
 
 def designs(procedure: str) -> tuple[str, ...]:
@@ -145,7 +127,7 @@ def designs(procedure: str) -> tuple[str, ...]:
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"),
-            "mixed": ("jackknife", "samples", "both", "pairs")}[procedure]
+            "mixed": ("jackknife", "samples", "both")}[procedure]
 
 
 def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80) -> dict:

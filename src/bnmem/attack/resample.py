@@ -223,7 +223,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         if key in ("epoch", "units", "endpoints"):
             continue
         vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
-        out["equal_epochs"][key] = _summary(vals, plan, f"{key}_delta")  # a paired difference
+        out["equal_epochs"][key] = _summary(vals, plan, key)
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
     # the per-epoch attack sees the identity query only (the one recorded every epoch), so

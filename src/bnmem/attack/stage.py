@@ -298,7 +298,7 @@ def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows) = task, _JOB
     out, caches = [], [{} for _ in range(len(data[arm]["budgets"]) + 1)]
     for r in rows:
-        lean = any(a <= r < b for a, b in lean_rows)
+        lean = lean_rows[0] <= r < lean_rows[1]
         d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
                      one_sided, caches[-1], lean)
         # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
@@ -329,10 +329,9 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
 
     global _JOB  # read by forked workers: nothing is pickled but the results
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
-    # procedure mixed reads the pairs+samples and pairs-only rows for TPR at low FPR only
-    # (twoway): those rows compute nothing else (bnmem.attack.resample.arm_draw's lean)
-    lean_rows = ([plan.segments[d] for d in ("both", "pairs") if d in plan.segments]
-                 if plan.procedure == "mixed" else [])
+    # procedure mixed reads the pairs+samples rows for TPR at low FPR only: those rows
+    # compute nothing else (bnmem.attack.resample.arm_draw's lean)
+    lean_rows = plan.segments.get("both", (0, 0)) if plan.procedure == "mixed" else (0, 0)
     _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows)
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
