@@ -20,6 +20,21 @@ def test_clopper_pearson_is_scipys_exact_interval():
         assert lo == pytest.approx(ref.low, abs=1e-12) and hi == pytest.approx(ref.high, abs=1e-12)
 
 
+def test_beta_quantile_is_scipy_stats_bit_for_bit():
+    """clopper_pearson's betaincinv (no scipy.stats import) equals beta.ppf exactly over
+    random successes and trials at the levels the stage uses; a changed formula fails."""
+    from scipy.special import betaincinv
+    from scipy.stats import beta
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 200_000, size=20_000)
+    k = rng.integers(1, n + 1)
+    for q in (0.025, 0.975, 0.05 / 32, 1 - 0.05 / 32):
+        np.testing.assert_array_equal(betaincinv(k, n - k + 1, q), beta.ppf(q, k, n - k + 1))
+    lo, hi = clopper_pearson(k, n, 0.025)
+    np.testing.assert_array_equal(lo, beta.ppf(0.025, k, n - k + 1))
+    np.testing.assert_array_equal(hi, np.where(k < n, beta.ppf(0.975, k + 1, n - k), 1.0))
+
+
 @pytest.mark.parametrize("kind", ["rr", "laplace", "laplace_low"])
 @pytest.mark.parametrize("epsilon", [0.5, 2.0])
 def test_bound_stays_below_the_true_epsilon(kind, epsilon):

@@ -180,3 +180,19 @@ def test_diverged_budget_run_is_named_not_blamed_on_a_crash(tmp_path):
     np.savez(path, keep=np.zeros((m, n), bool), model_ids=np.arange(10, 14),
              budget_logits=bl, budgets=np.array([1, 2]))
     assert load_budget_logits([path], n, (1, 2)).shape == (m, 2, n, 1, 3)
+
+
+def test_frontier_compares_on_forked_workers_equal_one_loop():
+    """The attack stage's frontier comparisons on forked processes (stage._forked) give the
+    serial loop's results exactly, in the pairs' order."""
+    from bnmem.attack.stage import _forked, _frontier_compare
+    rng = np.random.default_rng(5)
+    u = {"a": np.array([0.70, 0.74, 0.78]), "b": np.array([0.62, 0.68, 0.75]),
+         "c": np.array([0.60, 0.71, 0.77])}
+    draws = {k: [ends(v + rng.normal(0, 0.004), curve(v) + rng.normal(0, 0.01, 3))
+                 for _ in range(21)] for k, v in u.items()}
+    plan = IntervalPlan("both", 8, {"both": (1, 21)})
+    pairs = [("a", "b"), ("c", "b"), ("c", "a")]
+    serial = _forked(_frontier_compare, pairs, (draws, plan), 1)
+    assert _forked(_frontier_compare, pairs, (draws, plan), 2) == serial
+    assert serial[0] == compare(draws["a"], draws["b"], plan) != serial[1]

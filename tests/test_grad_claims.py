@@ -69,3 +69,18 @@ def test_gradient_models_are_one_per_complementary_pair():
         for b in chosen:
             if a != b:
                 assert (keep[a] & keep[b]).any()
+
+
+def test_geometric_interval_uses_students_t_bit_for_bit():
+    """_geo's t quantile (scipy.special.stdtrit, no scipy.stats import) is t.ppf exactly,
+    and the interval is exp(mean +- t * se) of the logs."""
+    from scipy.stats import t
+    from scipy.special import stdtrit
+    from bnmem.attack.grad_claims import _geo
+    for df in range(1, 400):
+        assert stdtrit(df, 0.975) == t.ppf(0.975, df)
+    logs = np.log([1.5, 2.0, 1.8, 2.4])
+    m, se = logs.mean(), logs.std(ddof=1) / 2
+    out = _geo(logs)
+    assert out["lo"] == float(np.exp(m - t.ppf(0.975, 3) * se))
+    assert out["hi"] == float(np.exp(m + t.ppf(0.975, 3) * se))

@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from bnmem.attack.lira import PairSignals, loo_lira, run_attacks
 from bnmem.attack.signals import Signals, load_shadow, memorization, signals
@@ -108,7 +107,7 @@ def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:
     _NULL = (sig, cfg)
     try:
         if workers > 1 and "fork" in mp.get_all_start_methods():
-            import scipy.stats  # noqa: F401  (epsilon_lower_bound's, once before the fork)
+            import scipy.special  # noqa: F401  (epsilon_lower_bound's, once before the fork)
             with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
                 per_mask = list(pool.map(_null_mask, [int(s) for s in seeds]))
         else:
@@ -162,7 +161,8 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     identity = identity_index(queries)
     boot = bootstrap_weights(kind, a.bootstrap, np.random.default_rng([cfg.seed, SALT["bootstrap"]]))
     variant = headline_variant(cfg.shadow.n_models)
-    scores, attack, resamples, rows, data, nulls = {}, {}, {}, [], {}, {}
+    scores, attack, resamples, data, nulls = {}, {}, {}, {}, {}
+    roc: dict[str, list] = {"arm": [], "attack": [], "subset": [], "fpr": [], "tpr": []}
     epsilons, accountants = {}, {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
@@ -178,8 +178,11 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
         attack[arm], resamples[arm] = {}, {}
         for name, sc in s.items():
             attack[arm][name], resamples[arm][name], curves = evaluate(sc, sig.keep, kind, boot)
-            rows += [pd.DataFrame({"arm": arm, "attack": name, "subset": sub, "fpr": ROC_GRID,
-                                   "tpr": tpr}) for sub, tpr in curves.items()]
+            for sub, tpr in curves.items():
+                for col, v in (("arm", arm), ("attack", name), ("subset", sub)):
+                    roc[col] += [v] * len(ROC_GRID)
+                roc["fpr"] += list(ROC_GRID)
+                roc["tpr"] += list(tpr)
         data[arm] = _arm_data(sig, load_epochs(paths, kind.size))
         data[arm]["loss"] = frontier.full_loss(paths, labels, identity)
         data[arm]["budgets"] = frontier.budget_data(paths, labels, identity,
@@ -224,7 +227,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
                       "epsilon_lo_all": epsilons[arm][-1]["all"]["epsilon_lo"]}
                 for arm in shards}
     return {"scores": scores, "attack": attack, "membership": membership,
-            "roc": pd.concat(rows), "headline": headline, "attack_deltas": deltas}
+            "roc": {k: np.asarray(v) for k, v in roc.items()}, "headline": headline, "attack_deltas": deltas}
 
 
 def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarray,
@@ -327,20 +330,15 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                                       cfg.attack.interval)
     one_sided = cfg.attack.offline_one_sided
 
-    global _JOB  # read by forked workers: nothing is pickled but the results
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
     # procedure mixed reads the pairs+samples rows for TPR at low FPR only: those rows
     # compute nothing else (bnmem.attack.resample.arm_draw's lean)
     lean_rows = plan.segments.get("both", (0, 0)) if plan.procedure == "mixed" else (0, 0)
-    _JOB = (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows)
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
-    if workers > 1 and "fork" in mp.get_all_start_methods():
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-            done = list(pool.map(_draws, tasks))
-    else:
-        done = [_draws(t) for t in tasks]
-    _JOB = None
+    # forked workers read the inputs as _JOB: nothing is pickled but the results
+    done = _forked(_draws, tasks, (data, ps, eps, counts, weights, kind, variant, one_sided,
+                                   lean_rows), workers)
     draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
              for arm in arms}
     out: dict = {"variant": variant, "interval": "models+samples",
@@ -353,14 +351,39 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
         out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b], plan=plan)
     budgets = [*budget_epochs(cfg), cfg.train.epochs]
     ends = {arm: [d["endpoints"] for d in draws[arm]] for arm in arms}
+    # every frontier comparison (the arm pairs, then each arm against BN for the
+    # mitigations table) on the forked workers too: each is ~1 s of numpy-bound loops
+    pairs = comparison_pairs(arms) if len(budgets) > 1 else []
+    pairs += [p for p in mitigation.mitigation_pairs(arms) if len(budgets) > 1 and p not in pairs]
+    compared = dict(zip(pairs, _forked(_frontier_compare, pairs, (ends, plan), workers)))
     out["frontier"] = {
         "budgets": budgets, "primary": frontier.PRIMARY,
         "arms": {arm: {"endpoints": frontier.arm_endpoints(ends[arm], budgets, plan),
                        "overtraining": frontier.overtraining(ends[arm][0], budgets)}
                  for arm in arms},
-        "compare": ({f"{a}_minus_{b}": frontier.compare(ends[a], ends[b], plan)
-                     for a, b in comparison_pairs(arms)} if len(budgets) > 1 else {})}
+        "compare": {f"{a}_minus_{b}": compared[a, b] for a, b in comparison_pairs(arms)
+                    if (a, b) in compared}}
     if len(budgets) > 1:  # every arm against BN (the mitigations table)
         out["frontier"]["mitigations"] = mitigation.compare_pairs(
-            ends, plan, arms, out["frontier"]["compare"])
+            ends, plan, arms, {f"{a}_minus_{b}": c for (a, b), c in compared.items()})
     return out
+
+
+def _frontier_compare(pair: tuple[str, str]) -> dict:
+    (a, b), (ends, plan) = pair, _JOB
+    return frontier.compare(ends[a], ends[b], plan)
+
+
+def _forked(fn, items: list, job: tuple, workers: int) -> list:
+    """[fn(item) for item in items], on `workers` forked processes where there are more
+    than one and fork exists; `job` is the module's _JOB while they run (read, not pickled)."""
+    global _JOB
+    _JOB = job
+    try:
+        if workers > 1 and len(items) > 1 and "fork" in mp.get_all_start_methods():
+            with ProcessPoolExecutor(min(workers, len(items)),
+                                     mp_context=mp.get_context("fork")) as pool:
+                return list(pool.map(fn, items))
+        return [fn(item) for item in items]
+    finally:
+        _JOB = None

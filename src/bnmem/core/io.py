@@ -2,6 +2,7 @@
 later stage would read as valid, and nothing read from disk is unpickled."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import tempfile
@@ -77,6 +78,28 @@ def load_json(path: str | Path) -> dict:
         return json.loads(path.read_text())
     except ValueError:
         raise InputError(f"{path}: not valid JSON; re-run the stage that writes it") from None
+
+
+def save_csv(path: str | Path, columns: dict[str, np.ndarray], float_format: str = "%.6g") -> None:
+    """A table of equal-length columns as CSV, byte for byte what pandas'
+    `DataFrame(columns).to_csv(path, index=False, float_format=...)` writes (tests check it):
+    floats through `float_format` with NaN empty, other values as str, minimal quoting.
+    Here so that stages writing one table do not import pandas (~0.35 s)."""
+    cols = {k: np.asarray(v) for k, v in columns.items()}
+    sizes = {len(v) for v in cols.values()}
+    if len(sizes) > 1:
+        raise ValueError(f"columns: lengths differ {sorted(sizes)}")
+
+    def cells(v: np.ndarray) -> list[str]:
+        if v.dtype.kind == "f":
+            return ["" if np.isnan(x) else float_format % x for x in v.tolist()]
+        return [str(x) for x in v.tolist()]
+
+    table = [cells(v) for v in cols.values()]
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(list(cols))
+        w.writerows(zip(*table))
 
 
 def save_state(path: str | Path, state: dict) -> None:

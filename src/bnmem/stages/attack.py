@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bnmem.core import cli
 from bnmem.core.config import load_config
-from bnmem.core.io import atomic_path, load_npz, save_json, save_npz
+from bnmem.core.io import load_npz, save_csv, save_json, save_npz
 from bnmem.attack.stage import attack_arms
 
 log = logging.getLogger("bnmem.attack.lira")
@@ -40,8 +40,7 @@ def main() -> None:
     save_json(args.deltas, out["attack_deltas"])
     save_json(args.membership, out["membership"])
     save_json(args.metrics, out["headline"])
-    with atomic_path(args.roc) as tmp:
-        out["roc"].to_csv(tmp, index=False, float_format="%.6g")
+    save_csv(args.roc, out["roc"])
 
 
 if __name__ == "__main__":
