@@ -114,6 +114,26 @@ def test_preprocess_normalizes():
     assert torch.allclose(t, torch.full_like(t, (1 - 0.1307) / 0.3081))
 
 
+@pytest.mark.parametrize("dataset", ["fashion_mnist", "mnist", "cifar10", "own"])
+def test_preprocess_array_is_torchs_formula_on_every_byte(dataset, rng):
+    """preprocess_array (numpy, for stages without torch) equals the float32 torch formula
+    x.float().div_(255) - mean) / std on every uint8 value in every channel, so on any image;
+    a changed operation order (e.g. multiplying by 1/255 or 1/std) fails here."""
+    from bnmem.data.images import preprocess_array
+    from bnmem.data.stats import channel_stats
+    c = 3 if dataset in ("cifar10", "own") else 1
+    x = np.broadcast_to(np.arange(256, dtype=np.uint8)[None, None, :, None], (1, c, 256, 2)).copy()
+    pool = rng.integers(0, 256, (20, c, 8, 8)).astype(np.uint8)
+    name = "mine.npz" if dataset == "own" else dataset
+    mean, std = channel_stats(name, pool)
+    ref = ((torch.as_tensor(x).float().div_(255.0) - torch.tensor(mean).float().view(1, -1, 1, 1))
+           / torch.tensor(std).float().view(1, -1, 1, 1))
+    got = preprocess_array(x, name, pool)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, ref.numpy())
+    np.testing.assert_array_equal(preprocess(x, name, pool).numpy(), ref.numpy())
+
+
 def test_match_format_grey_and_resize(rng):
     colour = rng.integers(0, 256, (2, 3, 32, 32)).astype(np.uint8)
     grey = match_format(colour, 1, 28)

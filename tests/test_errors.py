@@ -111,14 +111,41 @@ def test_truncated_npz_written_by_numpy(tmp_path):
 
 def test_package_never_unpickles():
     """No pickle/eval/exec on disk data: np.load always with allow_pickle=False, torch.load
-    always with weights_only=True."""
+    always with weights_only=True; the one pickle reader is bnmem.core.io's restricted
+    state_dict unpickler (an allow-list of three globals, as weights_only: next test)."""
     for path in list((ROOT / "src").rglob("*.py")) + list((ROOT / "stages").glob("*.py")):
         text = path.read_text()
+        if path == ROOT / "src" / "bnmem" / "core" / "io.py":
+            assert "pickle.load" not in text and "class _StateUnpickler(pickle.Unpickler)" in text
+            text = text.replace("import pickle\n", "")
         assert not re.search(r"\bimport pickle\b|pickle\.load|(?<![.\w])eval\(|(?<![.\w])exec\(", text), path
         for call in re.findall(r"np\.load\([^)]*\)", text):
             assert "allow_pickle=False" in call, (path, call)
         for call in re.findall(r"torch\.load\([^)]*\)", text):
             assert "weights_only=True" in call, (path, call)
+
+
+def test_state_reader_constructs_nothing_but_tensors(tmp_path):
+    """bnmem.core.io.read_state_arrays on a torch-format zip whose pickle calls os.system (or
+    any global outside its allow-list) runs nothing and returns None (load_state then
+    refuses it under weights_only)."""
+    import pickle
+    import zipfile
+    from bnmem.core.io import read_state_arrays
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            import os
+            return (os.system, (f"touch {marker}",))
+
+    for payload in ({"w": Evil()}, Evil(), {"w": print}):
+        path = tmp_path / "evil.pt"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("archive/data.pkl", pickle.dumps(payload, protocol=2))
+            z.writestr("archive/byteorder", "little")
+        assert read_state_arrays(path) is None
+        assert not marker.exists()
 
 
 @pytest.mark.parametrize("content", [b"", b"PK\x03\x04not really a zip", b"hello"])

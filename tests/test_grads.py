@@ -360,6 +360,8 @@ def test_stage_end_to_end(tmp_path: Path) -> None:
     paths = _tiny_arm(tmp_path, "batchnorm")
     proc = _run(paths)
     assert proc.returncode == 0, proc.stderr
+    if native.arrays.lib(np.float32) is not None:  # a LeNet on the CPU: arrays, no torch
+        assert "torch not imported" in proc.stderr, proc.stderr
     with np.load(paths["--out"], allow_pickle=False) as z:
         out = {k: z[k] for k in z.files}
     assert out["norms"].dtype == np.float64 and out["norms"].shape == (24,)
@@ -385,6 +387,49 @@ def test_stage_end_to_end(tmp_path: Path) -> None:
     hist = pd.read_csv(paths["--hist"])
     assert list(hist.columns) == ["kind", "bin_left", "bin_right", "count", "density"]
     assert hist.groupby("kind")["count"].sum().to_dict() == {"clean": 19, "flipped": 3, "ood": 2}
+
+
+@needs_cc
+@pytest.mark.parametrize("norm", ["none", "batchnorm"])
+def test_arrays_path_equals_the_torch_path(norm: str, monkeypatch) -> None:
+    """The grads stage's torch-free path (bnmem.grads.checkpoints on numpy arrays and the C
+    kernels: what a LeNet on the CPU runs) gives the torch path's arrays, summary and
+    histogram bit for bit, under both definitions, at two checkpoints with non-trivial BN
+    statistics: the same kernels, so any difference is in how the inputs were prepared
+    (preprocessing, padding, BN folding, float64 copies, float32 rounding)."""
+    from bnmem.grads import checkpoints
+    n, rng = 40, np.random.default_rng(3)
+    kind = np.zeros(n, dtype=np.int8)
+    kind[:4], kind[4:6] = 1, 2
+    pool = {"x": rng.integers(0, 256, (n, 1, 28, 28), dtype=np.uint8),
+            "y_train": rng.integers(0, 10, n), "kind": kind}
+    arm = "batchnorm" if norm == "batchnorm" else "none"
+    cfg = config_from_dict({"arms": [arm], "pool_size": n, "train": {"batch_size": 8, "device": "cpu"},
+                            "grads": {"chunk_size": 7, "other_definition": "every", "workers": 2}})
+    spec = model_spec(cfg, arm, 1, 28)
+    states = [_model("lenet", norm, seed).float().state_dict() for seed in (1, 2)]
+    assert checkpoints.native_norm(cfg, spec) == norm
+    got = checkpoints.grads_for_arm(cfg, pool, spec, [1, 2], states, progress=False)
+    monkeypatch.setattr(checkpoints, "native_norm", lambda cfg, spec: None)
+    ref = checkpoints.grads_for_arm(cfg, pool, spec, [1, 2], states, progress=False)
+    assert got[0].keys() == ref[0].keys() and got[1] == ref[1]
+    for k in ref[0]:
+        np.testing.assert_array_equal(got[0][k], ref[0][k], err_msg=k)
+    for k in ref[2]:
+        np.testing.assert_array_equal(got[2][k], ref[2][k], err_msg=k)
+    assert np.isfinite(got[0]["norms_batch_epoch"]).all()
+    if norm == "batchnorm":  # the batch-coupled rows differ from eval: both were computed
+        assert not np.allclose(got[0]["norms_batch"], got[0]["norms"])
+
+
+def test_lenet_keys_and_eps_are_the_modules() -> None:
+    """bnmem.native.arrays' LeNet state_dict keys and BN eps are those of the module."""
+    from bnmem.native import arrays
+    for norm in ("none", "batchnorm"):
+        model = make_model("lenet", norm, 10, 1, image_size=28)
+        assert arrays.lenet_keys(norm) == list(model.state_dict())
+        assert all(m.eps == arrays.BN_EPS for m in model.modules()
+                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
 
 
 def test_stage_other_definition_never_skips_the_batch_coupled_norms(tmp_path: Path) -> None:

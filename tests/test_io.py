@@ -32,3 +32,31 @@ def test_save_csv_writes_what_pandas_writes(tmp_path):
         assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
     with pytest.raises(ValueError, match="lengths differ"):
         save_csv(tmp_path / "c.csv", {"a": [1, 2], "b": [1]})
+
+
+def test_read_state_arrays_equals_torch_load(tmp_path):
+    """The torch-free reader of state_dict files gives torch.load's values bit for bit (a
+    BN LeNet with its int64 counters, a float64 one), and None (not a wrong array) for what
+    it does not read: a non-contiguous tensor, a parameter object, a legacy-format file."""
+    import numpy as np
+    from bnmem.core.io import read_state_arrays
+    from bnmem.models.zoo import LeNet
+    torch.manual_seed(0)
+    for model in (LeNet("batchnorm", 10, 1), LeNet("none", 7, 3).double()):
+        model.train()
+        model(torch.randn(8, model.conv1.in_channels, 28, 28, dtype=model.conv1.weight.dtype))
+        save_state(tmp_path / "m.pt", model.state_dict())
+        got, ref = read_state_arrays(tmp_path / "m.pt"), load_state(tmp_path / "m.pt")
+        assert list(got) == list(ref)
+        for k, v in ref.items():
+            assert got[k].dtype == v.numpy().dtype and got[k].shape == tuple(v.shape), k
+            np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
+    w = torch.arange(12.0).reshape(3, 4)
+    save_state(tmp_path / "t.pt", {"w": w.t()})  # a transposed view: strides not row-major
+    assert read_state_arrays(tmp_path / "t.pt") is None
+    torch.save({"w": torch.nn.Parameter(w)}, tmp_path / "p.pt")
+    assert read_state_arrays(tmp_path / "p.pt") is None
+    torch.save({"w": w}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
+    assert read_state_arrays(tmp_path / "old.pt") is None
+    (tmp_path / "junk.pt").write_bytes(b"PK\x03\x04 not really a zip")
+    assert read_state_arrays(tmp_path / "junk.pt") is None  # load_state names it

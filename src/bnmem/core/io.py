@@ -5,7 +5,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pickle
 import tempfile
+import zipfile
+from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -123,6 +126,86 @@ def load_state(path: str | Path) -> dict:
     except Exception as exc:
         raise InputError(f"{path}: not a readable weights file ({type(exc).__name__}); "
                          "re-run the stage that writes it") from None
+
+
+# torch.save's storage classes -> numpy dtypes (the ones a plain state_dict holds)
+_STORAGES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
+             "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
+             "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+
+
+class _NotPlain(Exception):
+    """The file holds something other than plain CPU tensors in a dict."""
+
+
+def read_state_arrays(path: str | Path) -> dict[str, np.ndarray] | None:
+    """A state_dict that torch.save wrote (zip format), as numpy arrays, without importing
+    torch (~2 s of a stage's start): the archive's pickle is read by an unpickler that knows
+    only an OrderedDict, `torch._utils._rebuild_tensor_v2` and the storage classes, as
+    torch.load(weights_only=True) allows them, and nothing else is ever constructed. Values
+    equal torch.load's bit for bit (tests). None where the file holds anything else (a
+    parameter class, another dtype or layout, a legacy format, a damaged file): load_state
+    reads those or says in one line what is wrong. A missing file is an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found; run the stage that writes it (dvc repro)")
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            pkl = [n for n in names if n.endswith("/data.pkl")]
+            if len(pkl) != 1:
+                return None
+            prefix = pkl[0][: -len("data.pkl")]
+            if prefix + "byteorder" in names and z.read(prefix + "byteorder") != b"little":
+                return None
+            storages: dict[str, np.ndarray] = {}
+
+            def storage(pid: tuple) -> np.ndarray:
+                if (not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage"
+                        or pid[3] != "cpu" or not isinstance(pid[1], type)):
+                    raise _NotPlain
+                key = str(pid[2])
+                if key not in storages:
+                    storages[key] = np.frombuffer(z.read(f"{prefix}data/{key}"), dtype=pid[1].dtype)
+                    if storages[key].size != pid[4]:
+                        raise _NotPlain
+                return storages[key]
+
+            state = _StateUnpickler(z.open(pkl[0]), storage).load()
+    except (_NotPlain, zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError,
+            ValueError, OSError):
+        return None  # load_state reads it or names what is wrong in one line
+    if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
+        return None
+    return dict(state)
+
+
+def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple,
+                    requires_grad=False, hooks=None, metadata=None) -> np.ndarray:
+    """torch._utils._rebuild_tensor_v2 for a contiguous tensor, as a numpy copy."""
+    n = int(np.prod(size, dtype=np.int64))
+    expected = tuple(int(np.prod(size[i + 1:], dtype=np.int64)) for i in range(len(size)))
+    if tuple(stride) != expected and n > 1 or offset + n > storage.size:
+        raise _NotPlain
+    return storage[offset:offset + n].reshape(size).copy()
+
+
+class _StateUnpickler(pickle.Unpickler):
+    def __init__(self, file, storage):
+        super().__init__(file)
+        self._storage = storage
+
+    def find_class(self, module: str, name: str):
+        if (module, name) == ("collections", "OrderedDict"):
+            return OrderedDict
+        if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+            return _rebuild_tensor
+        if module == "torch" and name in _STORAGES:
+            return type(name, (), {"dtype": _STORAGES[name]})
+        raise _NotPlain
+
+    def persistent_load(self, pid):
+        return self._storage(pid)
 
 
 SIG_DIGITS = 10  # float64 through BLAS and convolutions: the last bits differ by CPU vendor

@@ -41,11 +41,17 @@ def preprocess(x: np.ndarray | torch.Tensor, dataset: str,
     (`channel_stats`; your own dataset needs `pool_x`)."""
     import torch  # here, not at module level: the report stage reads this package without torch
 
-    t = torch.as_tensor(np.asarray(x)).float().div_(255.0)
+    return torch.from_numpy(preprocess_array(np.asarray(x), dataset, pool_x))
+
+
+def preprocess_array(x: np.ndarray, dataset: str, pool_x: np.ndarray | None = None) -> np.ndarray:
+    """`preprocess` in numpy (float32 [N, C, H, W]), for stages that run no torch; the same
+    float32 operations, so the same bits (tests compare every uint8 value with torch's)."""
+    t = np.asarray(x).astype(np.float32) / np.float32(255.0)
     mean, std = channel_stats(dataset, pool_x)
-    mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
-    std_t = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
-    return (t - mean_t) / std_t
+    shape = (1, -1) + (1,) * (t.ndim - 2)
+    return ((t - np.asarray(mean, dtype=np.float32).reshape(shape))
+            / np.asarray(std, dtype=np.float32).reshape(shape))
 
 
 def read_idx(path: Path) -> np.ndarray:

@@ -30,35 +30,25 @@ Per-layer norms are per named module that owns parameters (e.g. `conv1` = weight
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, jacrev, vmap
 
 from bnmem.grads import fastgrad
-from bnmem.grads.summary import histogram, summarize
+from bnmem.grads.checkpoints import GradNorms, checkpoint_rows, norms_from_sq
 from bnmem import native
 from bnmem.core.config import Config
 from bnmem.core.records import ModelSpec
 from bnmem.models.zoo import bn_layers, mode
 from bnmem.models.spec import build
 from bnmem.data.pool import tensors
-from bnmem.core.schedule import batch_order
 from bnmem.models.runtime import map_single_threaded, resolve_device
 
 EVAL_METHODS = ("auto", "native", "hooks", "vmap")
-
-
-@dataclass(frozen=True)
-class GradNorms:
-    norms: np.ndarray        # float64 [N], total l2 norm over all trainable parameters
-    layer_norms: np.ndarray  # float64 [L, N], l2 norm per parameter-owning module
-    layers: tuple[str, ...]  # L module names, in module order
 
 
 def has_batchnorm(model: nn.Module) -> bool:
@@ -267,85 +257,34 @@ def grad_norms(model: nn.Module, x: torch.Tensor, y: torch.Tensor, definition: s
         sq = _batch_sq(model, x, y, batches, chunk_size, groups, progress, workers, method)
     else:
         sq = _eval_sq(model, x, y, chunk_size, groups, progress, method, workers)
-    return GradNorms(*_norms(sq.numpy()), tuple(groups))
-
-
-def _norms(sq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(total norms [n], per-layer norms [L, n]) from per-layer squares [L, n], in numpy,
-    rows added in order: torch's float64 sqrt and sum gave other last bits under its
-    AVX-512 kernels than under AVX2 (np.sqrt is the correctly rounded instruction)."""
-    total = sq[0].copy()
-    for row in sq[1:]:
-        total += row
-    return np.sqrt(total), np.sqrt(sq)
+    return GradNorms(*norms_from_sq(sq.numpy()), tuple(groups))
 
 
 def checkpoint_norms(model: nn.Module, states: Iterable[dict], x: torch.Tensor, y: torch.Tensor,
                      definition: str, chunk_size: int, batches: Sequence[np.ndarray],
                      progress: bool = False, other: str = "every",
                      workers: int = 1) -> tuple[dict[str, np.ndarray], GradNorms]:
-    """Load each state dict into `model` in turn; norms under both definitions.
+    """Load each state dict into `model` in turn; norms under both definitions where
+    `other` asks (bnmem.grads.checkpoints.checkpoint_rows, which says how). The batch
+    definition costs several times eval (BENCHMARKS.md, bench_grads), and at the
+    full-scale pool it is most of the stage (README "Full-scale Fashion-MNIST")."""
+    def norms_of(state: dict, d: str) -> GradNorms:
+        model.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+        return grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
 
-    `other` says where a BN model also gets the non-configured definition: "every"
-    checkpoint, the "final" one only, or "never" (its rows are NaN where not computed). The
-    batch definition costs several times eval (BENCHMARKS.md, bench_grads), and at the
-    full-scale pool it is most of the stage (README "Full-scale Fashion-MNIST").
-
-    Returns ({"eval": [E, N], "batch": [E, N]}, the last state's GradNorms under
-    `definition`, which carries the per-layer norms). Without BN the batch rows are the
-    eval rows (the definitions coincide), so they are computed once.
-    """
-    coupled = has_batchnorm(model)
-    rows: dict[str, list[np.ndarray]] = {"eval": [], "batch": []}
-    final = None
-    states = list(states)
-    for i, state in enumerate(states):
-        model.load_state_dict(state)
-        wanted = ("eval", "batch") if coupled else ("eval",)
-        if coupled and (other == "never" or (other == "final" and i < len(states) - 1)):
-            wanted = (definition,)
-        for d in wanted:
-            res = grad_norms(model, x, y, d, chunk_size, batches, progress, workers=workers)
-            rows[d].append(res.norms)
-            if d == definition or not coupled:
-                final = res
-        if coupled and len(wanted) == 1:
-            rows["batch" if definition == "eval" else "eval"].append(np.full(len(x), np.nan))
-        if not coupled:
-            rows["batch"].append(rows["eval"][-1])
-    if final is None:
-        raise ValueError("states: at least one checkpoint is needed")
-    return {d: np.stack(r) for d, r in rows.items()}, final
+    return checkpoint_rows(states, norms_of, has_batchnorm(model), definition, other, len(x))
 
 
-def grads_for_arm(cfg: Config, pool: dict, spec: ModelSpec, epochs: list[int],
-                  states: Iterable[dict], progress: bool = True
-                  ) -> tuple[dict[str, np.ndarray], dict, pd.DataFrame]:
-    """Per-sample gradient norms of every pool sample at each of `epochs` (states in that
-    order), under the configured definition and, for BN arms, the other one where
-    `grads.other_definition` asks (final checkpoint | every | never).
-    Returns (arrays for data/grads/<arm>.npz, summary JSON, histogram table)."""
+def torch_norms_of(cfg: Config, pool: dict, spec: ModelSpec, batches: Sequence[np.ndarray],
+                   progress: bool) -> tuple[Callable[[dict, str], GradNorms], bool]:
+    """(norms_of for bnmem.grads.checkpoints.checkpoint_rows through torch, whether the
+    model has BN layers): the path for every model the array kernels do not run."""
     x, y = tensors(pool, cfg.dataset)
     model = build(spec).to(resolve_device(cfg.train.device))
-    # the first epoch's training batches: the batches the batch-coupled definition couples
-    batches = batch_order(len(y), cfg.train.batch_size, 1, cfg.seed)[0]
-    definition = cfg.grads.definition
-    other = "batch" if definition == "eval" else "eval"
-    rows, final = checkpoint_norms(model, states, x, y, definition, cfg.grads.chunk_size,
-                                   batches, progress=progress,
-                                   other=cfg.grads.other_definition,
-                                   workers=cfg.grads.workers)
-    main_rows, other_rows = rows[definition], rows[other]
-    arrays = dict(norms=main_rows[-1], norms_epoch=main_rows,
-                  epochs=np.asarray(epochs, dtype=np.int64), layer_norms=final.layer_norms,
-                  layers=np.asarray(final.layers, dtype=str), definition=np.asarray(definition),
-                  batch_coupled=np.asarray(has_batchnorm(model)),
-                  **{f"norms_{other}": other_rows[-1], f"norms_{other}_epoch": other_rows})
-    kind = pool["kind"]
-    summary = {"epoch_final": epochs[-1], "epoch_early": epochs[0],
-               **summarize(main_rows[-1], kind), **summarize(main_rows[0], kind, "_early"),
-               **(summarize(other_rows[-1], kind, f"_{other}")
-                  if np.isfinite(other_rows[-1]).all() else {}),
-               **(summarize(other_rows[0], kind, f"_{other}_early")
-                  if np.isfinite(other_rows[0]).all() else {})}
-    return arrays, summary, pd.DataFrame(histogram(main_rows[-1], kind))
+
+    def norms_of(state: dict, d: str) -> GradNorms:
+        model.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+        return grad_norms(model, x, y, d, cfg.grads.chunk_size, batches, progress,
+                          workers=cfg.grads.workers)
+
+    return norms_of, has_batchnorm(model)

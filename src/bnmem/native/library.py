@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-import torch
+import numpy as np
 
 from bnmem.core.ckernel import compile_library
 
@@ -39,13 +39,22 @@ ERRORS = {
 }
 
 
-def build(kernel: str, dtype: torch.dtype, directory: Path | None = None,
+REALS = {"float32": "float", "float64": "double"}  # the C type REAL per dtype name
+
+
+def real_name(dtype) -> str:
+    """The C type for a float32/float64 dtype, torch's or numpy's ("float" / "double")."""
+    name = str(dtype).removeprefix("torch.")
+    return REALS[name if name in REALS else np.dtype(dtype).name]
+
+
+def build(kernel: str, dtype, directory: Path | None = None,
           defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """Library `kernel` (a KERNELS key) for dtype (float32/float64), compiled unless
+    """Library `kernel` (a KERNELS key) for dtype (float32/float64, torch's or numpy's), compiled unless
     `directory` (default: the cache) already holds this build (`bnmem.core.ckernel`), and loaded
     with its SIGNATURES. `defines`: extra -D macros (e.g. BNMEM_PROFILE). Raises
     RuntimeError when the compiler fails, OSError when the library cannot be loaded."""
-    real = {torch.float32: "float", torch.float64: "double"}[dtype]
+    real = real_name(dtype)
     lib = compile_library(f"{kernel}_{real}", HERE / KERNELS[kernel][0],
                           [HERE / f for f in (*KERNELS[kernel], *HEADERS)], directory,
                           [f"-DREAL={real}"] + [f"-D{d}" for d in defines])

@@ -9,11 +9,11 @@ import numpy as np
 
 from bnmem.core import cli
 from bnmem.core.config import load_config
-from bnmem.grads.per_sample import grads_for_arm
-from bnmem.core.io import InputError, atomic_path, load_state, save_json, save_npz
+from bnmem.grads.checkpoints import grads_for_arm, native_norm
+from bnmem.core.io import InputError, load_state, read_state_arrays, save_csv, save_json, save_npz
 from bnmem.core.records import TargetRecord
-from bnmem.models.spec import build
 from bnmem.data.pool import load_pool
+from bnmem.native.arrays import lenet_keys
 
 log = logging.getLogger("bnmem.grads.per_sample")
 
@@ -29,17 +29,27 @@ def main() -> None:
     p.add_argument("--hist", required=True, help="output histogram .csv")
     args = p.parse_args()
     cfg = load_config(args.recipe)
-    cli.setup(cfg.train.threads)
-    pool = load_pool(args.pool)
     target = TargetRecord.load(Path(args.model).with_suffix(".json"))
     spec, epochs = target.spec, sorted(target.checkpoints or [cfg.train.epochs])
-    keys = build(spec).state_dict().keys()
+    norm = native_norm(cfg, spec)  # a LeNet on the CPU: arrays and C kernels, no torch
+    cli.setup(cfg.train.threads, torch=norm is None)
+    pool = load_pool(args.pool)
+    if norm is not None:
+        keys = lenet_keys(norm)
+    else:
+        from bnmem.models.spec import build
+        keys = list(build(spec).state_dict())
+
+    def read(path) -> dict:
+        if norm is not None and (state := read_state_arrays(path)) is not None:
+            return state
+        return load_state(path)  # torch.load: any other file, or the one-line error
 
     def states() -> Iterator[dict]:  # the final epoch is read from --model (the same weights)
         for k in epochs:
             path = args.model if k == epochs[-1] else Path(args.checkpoints) / f"epoch_{k}.pt"
-            state = load_state(path)
-            if state.keys() != keys:
+            state = read(path)
+            if set(state) != set(keys):
                 raise InputError(f"{path}: keys do not match a {spec.arch}/{spec.norm} model")
             log.info("checkpoint epoch %d", k)
             yield state
@@ -49,8 +59,7 @@ def main() -> None:
     log.info("norms: %.1f s", time.perf_counter() - t0)  # logged only: outputs stay bit-identical
     save_npz(args.out, **arrays)
     save_json(args.metrics, summary)
-    with atomic_path(args.hist) as tmp:
-        hist.to_csv(tmp, index=False, float_format="%.6g")
+    save_csv(args.hist, hist)
     kind, norms = pool["kind"], arrays["norms"]
     log.info("median norm clean %.4g flipped %s (%s)", np.median(norms[kind == 0]),
              np.median(norms[kind == 1]) if (kind == 1).any() else None, cfg.grads.definition)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bnmem.core import cli
 from bnmem.core.config import load_config
-from bnmem.grads.per_sample import grads_for_arm
+from bnmem.grads.checkpoints import grads_for_arm
 from bnmem.core.io import load_npz, save_json, save_npz, save_state
 from bnmem.attack.stage import attack_one_arm
 from bnmem.data.pool import load_pool
