@@ -25,6 +25,7 @@ def test_repo_params_load():
     ({"arms": ["none", "weightnorm"]}, "arms"),
     ({"noise_rat": 0.1}, "noise_rat"),
     ({"train": {"epochs": "ten"}}, "train.epochs"),
+    ({"shadow": {"track_at": "sometimes"}}, "shadow.track_at"),
     ({"train": {"epochs": 0}}, "train.epochs"),
     ({"train": {"lr": 0}}, "train.lr"),
     ({"train": {"lr": -1}}, "train.lr"),

@@ -184,3 +184,17 @@ def test_tpr_at_1e4_in_the_draws_matches_the_plain_roc():
     null = arm_draw(d0, PairSignals.build(phi, fake, d["model_ids"]), [], counts[0],
                     weights[0], kind, "lira_online_fixed", True)
     assert null["tpr_vlow_all"] < 5e-4 < 0.005 < rows[0]["tpr_vlow_all"]
+
+
+def test_matched_epoch_is_read_on_the_recorded_epochs():
+    """at_fit's fractional position maps to the epochs the curve was recorded at
+    (shadow.track_at: checkpoints records 1, 2, 3, 4, 6, 8, 12): halfway between the 6th
+    and 7th records is epoch 10, not 6.5; every-epoch records map to themselves."""
+    from bnmem.attack.matched import at_fit, epoch_at
+    rec = (1, 2, 3, 4, 6, 8, 12)
+    fit = np.array([0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    _, pos = at_fit(fit, fit, 0.85)
+    assert pos == pytest.approx(6.5) and epoch_at(pos, rec) == pytest.approx(10.0)
+    assert epoch_at(1.0, rec) == 1.0 and epoch_at(7.0, rec) == 12.0
+    assert epoch_at(3.25, range(1, 13)) == pytest.approx(3.25)
+    assert np.isnan(epoch_at(np.nan, rec))

@@ -187,3 +187,32 @@ def test_budget_endpoints_are_complete_runs(tiny, one_torch_thread):
         assert "budget_logits" not in b["arrays"]
         # and differs from the 4-epoch run's logits: a different, annealed model
         assert not np.array_equal(a["arrays"]["budget_logits"][1], a["arrays"]["logits"])
+
+
+def test_tracking_at_checkpoints_is_the_every_epoch_runs_rows(tiny, one_torch_thread):
+    """shadow.track_at: checkpoints records the identity view after train.checkpoints and
+    the final epoch only, and those rows are bit for bit the every-epoch run's (tracking
+    never changes training); the models' logits are the same either way."""
+    from dataclasses import replace
+
+    from bnmem.core.config import load_config
+    from bnmem.core.recipes import tracked_epochs
+    from bnmem.core.keep import keep_matrix
+    from bnmem.data.pool import load_pool, tensors
+    from bnmem.train.shadow import train_chunk
+    cfg = load_config(tiny / "recipe.yaml")
+    cfg = replace(cfg, shadow=replace(cfg.shadow, budgets=()))
+    every = replace(cfg, shadow=replace(cfg.shadow, track_at="every"))
+    assert cfg.shadow.track_at == "checkpoints" and tracked_epochs(cfg) == (1, 4)
+    assert tracked_epochs(every) == (1, 2, 3, 4)
+    assert tracked_epochs(replace(cfg, shadow=replace(cfg.shadow, track_epochs=False))) == ()
+    x, y = tensors(load_pool(tiny / "pool.npz"), cfg.dataset)
+    keep = keep_matrix(cfg.shadow.n_models, len(y), cfg.seed)
+    at = train_chunk(cfg, "batchnorm", x, y, keep, [1, 2], workers=1)
+    full = train_chunk(every, "batchnorm", x, y, keep, [1, 2], workers=1)
+    for a, b in zip(at, full):
+        assert a["arrays"]["epoch_phi"].shape[0] == 2 and b["arrays"]["epoch_phi"].shape[0] == 4
+        for key in ("epoch_phi", "epoch_correct"):
+            np.testing.assert_array_equal(a["arrays"][key], b["arrays"][key][[0, 3]])
+        np.testing.assert_array_equal(a["arrays"]["logits"], b["arrays"]["logits"])
+        assert not np.array_equal(b["arrays"]["epoch_phi"][0], b["arrays"]["epoch_phi"][3])

@@ -5,8 +5,9 @@ BN models fit faster, so at equal epochs part of "BN leaks more" may be "BN has 
 more". Every figure is a function of fit, linear between recorded epochs (`at_fit`); two
 arms are compared at their common fit (the lower of their final fits) and over the range
 of fits both pass through (`fit_grid`). The shadow stage records every shadow model's
-identity-query signal after every epoch (`load_epochs`); bnmem.attack.resample computes the
-per-epoch fit and attack inside every bootstrap draw.
+identity-query signal after the epochs of shadow.track_at (`load_epochs`: by default
+train.checkpoints and the final epoch; `epoch_at` reads a matched point's epoch on them);
+bnmem.attack.resample computes the per-epoch fit and attack inside every bootstrap draw.
 """
 from __future__ import annotations
 
@@ -30,6 +31,15 @@ def at_fit(fit: np.ndarray, values: np.ndarray, target: float) -> tuple[float, f
     return float(values[e - 1] + w * (values[e] - values[e - 1])), float(e + w)
 
 
+def epoch_at(position: float, epochs) -> float:
+    """The epoch at_fit's fractional position (1-based, between recorded epochs) stands for
+    when the curve was recorded at `epochs` (e.g. 1, 2, 3, 4, 6, 8, 12), linear between
+    them; nan stays nan."""
+    if not np.isfinite(position):
+        return float("nan")
+    return float(np.interp(position - 1.0, np.arange(len(epochs)), np.asarray(epochs, float)))
+
+
 def common_fit(fit_a: np.ndarray, fit_b: np.ndarray) -> float:
     """The fit both arms reach: the lower of their final fits."""
     return float(min(fit_a[-1], fit_b[-1]))
@@ -42,8 +52,9 @@ def fit_grid(fit_a: np.ndarray, fit_b: np.ndarray, points: int = 21) -> np.ndarr
 
 
 def load_epochs(paths: list, n_samples: int) -> dict[str, np.ndarray] | None:
-    """epoch_phi / epoch_correct / keep of an arm's shards, models in id order; None when a
-    shard was trained without shadow.track_epochs. Bad shapes are a one-line InputError."""
+    """epoch_phi / epoch_correct / keep of an arm's shards, models in id order, and the
+    epochs they were recorded at (`epochs` [E]); None when a shard was trained without
+    shadow.track_epochs. Bad shapes are a one-line InputError."""
     parts = [load_npz(p, ("keep", "model_ids")) for p in paths]
     if not all("epoch_phi" in z and "epoch_correct" in z for z in parts):
         return None
@@ -57,6 +68,14 @@ def load_epochs(paths: list, n_samples: int) -> dict[str, np.ndarray] | None:
             raise InputError(f"{path}: non-finite epoch_phi; re-run the shadow stage")
     if len({z["epoch_phi"].shape[1] for z in parts}) > 1:
         raise InputError(f"{paths[0]}: shards disagree on the number of epochs")
+    # the epochs they were recorded at; shards from before shadow.track_at: every epoch
+    epochs = [tuple(z["tracked_epochs"].tolist()) if "tracked_epochs" in z
+              else tuple(range(1, z["epoch_phi"].shape[1] + 1)) for z in parts]
+    if len(set(epochs)) > 1 or len(epochs[0]) != parts[0]["epoch_phi"].shape[1]:
+        raise InputError(f"{paths[0]}: tracked_epochs do not fit epoch_phi or differ between "
+                         "shards; re-run the shadow stage")
     order = np.argsort(np.concatenate([z["model_ids"] for z in parts]))
-    return {k: np.concatenate([z[k] for z in parts])[order]
-            for k in ("epoch_phi", "epoch_correct", "keep")}
+    out = {k: np.concatenate([z[k] for z in parts])[order]
+           for k in ("epoch_phi", "epoch_correct", "keep")}
+    out["epochs"] = np.asarray(epochs[0], dtype=np.int64)
+    return out

@@ -23,7 +23,7 @@ import numpy as np
 from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
 from bnmem.attack.intervals import IntervalPlan, designs
-from bnmem.attack.matched import at_fit, common_fit, fit_grid
+from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
 LOW_FPR = 1e-3  # the headline low-FPR operating point
@@ -208,10 +208,12 @@ def epoch_pairs(data: dict) -> list[PairSignals]:
 
 
 def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = None,
-            plan: IntervalPlan | None = None) -> dict:
+            plan: IntervalPlan | None = None, epochs_at: tuple | None = None) -> dict:
     """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
     with a 95 % interval from the other draws (models and samples resampled;
-    `bnmem.attack.intervals.IntervalPlan`).
+    `bnmem.attack.intervals.IntervalPlan`). `epochs_at`: the epochs each arm's within-run
+    curve was recorded at (the matched point's epoch_a / epoch_b are read on them; None:
+    every epoch from 1).
 
     Matched fit: each draw's own common fit (the lower final shadow fit), every figure
     interpolated at it; `curve` gives the AUC difference over `grid` (default: draw 0's
@@ -247,7 +249,10 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         epochs.append((pa, pb))
     out["matched_fit"] = {k: _summary(np.array(v), plan, k) for k, v in rows.items()}
     out["matched_fit"]["fit"] = fits[0]
-    out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = epochs[0]
+    # the matched point's epoch in each run, where the curves were recorded at `epochs`
+    rec_a, rec_b = epochs_at or (None, None)
+    out["matched_fit"]["epoch_a"], out["matched_fit"]["epoch_b"] = (
+        p if rec is None else epoch_at(p, rec) for p, rec in zip(epochs[0], (rec_a, rec_b)))
     e0a, e0b = draws_a[0]["epoch"], draws_b[0]["epoch"]
     grid = fit_grid(e0a["fit"], e0b["fit"]) if grid is None else grid
     curve = np.array([[at_fit(a["epoch"]["fit"], a["epoch"]["auc_all"], f)[0]

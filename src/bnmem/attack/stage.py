@@ -249,7 +249,9 @@ def attack_one_arm(cfg: Config, shadow: dict[str, np.ndarray], labels: np.ndarra
     ps = PairSignals.build(phi, keep, ids)
     d0 = arm_draw(data, ps, epoch_pairs(data), np.ones(ps.first.size, np.int64),
                   np.ones(kind.size), kind, variant, cfg.attack.offline_one_sided)
-    return lira, {k: v.tolist() for k, v in d0["epoch"].items()}
+    epochs = shadow.get("tracked_epochs", np.arange(1, shadow["epoch_phi"].shape[1] + 1))
+    return lira, {**{k: v.tolist() for k, v in d0["epoch"].items()},
+                  "epochs": np.asarray(epochs).tolist()}
 
 
 def _shadow_grads(data: dict, shards: dict[str, list[Path]], kind: np.ndarray) -> dict | None:
@@ -290,6 +292,7 @@ def _arm_data(sig: Signals, epochs: dict | None) -> dict:
          "epoch_phi": None, "epoch_correct": None}
     if epochs is not None:
         d["epoch_phi"], d["epoch_correct"] = epochs["epoch_phi"], epochs["epoch_correct"]
+        d["epochs"] = epochs["epochs"]
     return d
 
 
@@ -347,8 +350,12 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
     for arm in arms:
         out["arms"][arm] = arm_summary(draws[arm], plan)
+        if "epoch" in out["arms"][arm]:  # the epochs the within-run curve was recorded at
+            out["arms"][arm]["epoch"]["epochs"] = data[arm]["epochs"].tolist()
     for a, b in comparison_pairs(arms):
-        out["compare"][f"{a}_minus_{b}"] = compare(draws[a], draws[b], plan=plan)
+        out["compare"][f"{a}_minus_{b}"] = compare(
+            draws[a], draws[b], plan=plan,
+            epochs_at=(data[a].get("epochs"), data[b].get("epochs")))
     budgets = [*budget_epochs(cfg), cfg.train.epochs]
     ends = {arm: [d["endpoints"] for d in draws[arm]] for arm in arms}
     # every frontier comparison (the arm pairs, then each arm against BN for the

@@ -133,6 +133,9 @@ class ShadowConfig:
     workers: int = 2
     chunk: int = 8
     track_epochs: bool = True
+    # where tracking queries: "checkpoints" (train.checkpoints and the final epoch, the
+    # epochs the grads stage has norms for) | "every" (each epoch)
+    track_at: str = "checkpoints"
     # annealed endpoints: every shadow model is also trained as a complete run of each of
     # these epoch counts (own schedule), besides its train.epochs run (bnmem.attack.frontier;
     # counts at or above train.epochs are that run itself: `budget_epochs`)
@@ -147,6 +150,7 @@ class ShadowConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
 
 
+TRACK_AT = ("checkpoints", "every")  # shadow.track_at
 INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "samples", "sum", "twoway", "jackknife",
                        "jacksum")  # bnmem.attack.intervals
 

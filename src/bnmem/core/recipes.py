@@ -8,6 +8,18 @@ from typing import Any
 from bnmem.core.config import EXECUTION_KEYS, Config, ConfigError, arm_epsilon, dp_arm
 
 
+def tracked_epochs(cfg: Config) -> tuple[int, ...]:
+    """The epochs after which shadow.track_epochs queries every shadow model (identity
+    view): every epoch, or (shadow.track_at: checkpoints) train.checkpoints below
+    train.epochs and the final epoch; () without tracking."""
+    if not cfg.shadow.track_epochs:
+        return ()
+    every = range(1, cfg.train.epochs + 1)
+    if cfg.shadow.track_at == "every":
+        return tuple(every)
+    return tuple(e for e in every if e in cfg.train.checkpoints or e == cfg.train.epochs)
+
+
 def budget_epochs(cfg: Config) -> tuple[int, ...]:
     """The extra annealed endpoints: shadow.budgets below train.epochs (a budget at or above
     it is the train.epochs run itself, already an endpoint; so `-S train.epochs=2` keeps

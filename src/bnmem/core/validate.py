@@ -8,7 +8,7 @@ from typing import Any
 
 from bnmem.core.config import (
     ACCOUNTANTS, ARCHS, ARMS, BACKENDS, DATASETS, DEVICES, FACTORY_RE, GRAD_DEFINITIONS, INITS,
-    INTERVAL_PROCEDURES, OTHER_DEFINITION, QUERY_RE, SCHEDULES, Config, ConfigError,
+    INTERVAL_PROCEDURES, OTHER_DEFINITION, QUERY_RE, SCHEDULES, TRACK_AT, Config, ConfigError,
     user_dataset, valid_arm,
 )
 
@@ -109,6 +109,7 @@ def validate(cfg: Config) -> Config:
     _check(s.grad_models >= 0 and s.grad_models != 1, "shadow.grad_models",
            "0 or an integer >= 2 (models, one per complementary pair; at most "
            "shadow.n_models / 2 are used)", s.grad_models)
+    _check(s.track_at in TRACK_AT, "shadow.track_at", " | ".join(TRACK_AT), s.track_at)
     _check(all(b >= 1 for b in s.budgets) and list(s.budgets) == sorted(set(s.budgets)),
            "shadow.budgets", "increasing epoch counts >= 1, e.g. [1, 2, 4]; [] = no frontier",
            list(s.budgets))

@@ -163,6 +163,11 @@ def mem_vs_lira(points: dict[str, tuple[np.ndarray, np.ndarray]], kind: np.ndarr
     return _save(fig, path)
 
 
+def _epochs(curve: dict) -> list[int]:
+    """The epochs a within-run curve was recorded at (shadow.track_at; before it: each)."""
+    return curve.get("epochs") or list(range(1, len(curve["fit"]) + 1))
+
+
 def lira_vs_fit(membership: dict, path: Path) -> Path:
     """Shadow models per epoch: the headline attack's AUC (identity query) vs epoch and vs
     their clean fit, and each arm - none difference over the fits both pass through, with
@@ -172,7 +177,7 @@ def lira_vs_fit(membership: dict, path: Path) -> Path:
         if "epoch" not in a:
             continue
         c, fit, auc = colour(arm), a["epoch"]["fit"], a["epoch"]["auc_all"]
-        axes[0].plot(range(1, len(auc) + 1), auc, "-o", ms=3, color=c, label=arm)
+        axes[0].plot(_epochs(a["epoch"]), auc, "-o", ms=3, color=c, label=arm)
         axes[1].plot(fit, auc, "-o", ms=3, color=c, label=arm)
     for pair, cmp in membership["compare"].items():
         cur = cmp.get("curve")
@@ -277,10 +282,10 @@ def dvc_tables(out: Path, roc: pd.DataFrame, membership: dict,
     head = roc[(roc["attack"] == membership["variant"]) & (roc["subset"] == "all")]
     head = head.assign(tpr=head["tpr"].clip(lower=1e-4))[["arm", "fpr", "tpr"]]
     head.to_csv(out / "roc.csv", index=False, float_format="%.6g")
-    rows = [{"arm": arm, "epoch": e + 1, "fit": f, "auc_all": a, "in_acc_flipped": m}
+    rows = [{"arm": arm, "epoch": e, "fit": f, "auc_all": a, "in_acc_flipped": m}
             for arm, d in membership["arms"].items() if "epoch" in d
-            for e, (f, a, m) in enumerate(zip(d["epoch"]["fit"], d["epoch"]["auc_all"],
-                                               d["epoch"]["in_acc_flipped"]))]
+            for e, f, a, m in zip(_epochs(d["epoch"]), d["epoch"]["fit"], d["epoch"]["auc_all"],
+                                  d["epoch"]["in_acc_flipped"])]
     pd.DataFrame(rows, columns=["arm", "epoch", "fit", "auc_all", "in_acc_flipped"]).to_csv(
         out / "lira_vs_fit.csv", index=False, float_format="%.6g")
     rows = [{"arm": arm, "epochs": e["epochs"], **{k: e[k]["value"] for k in FRONTIER_COLUMNS}}

@@ -17,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from bnmem.core.config import Config, dp_arm
-from bnmem.core.recipes import budget_epochs, budget_recipe
+from bnmem.core.recipes import budget_epochs, budget_recipe, tracked_epochs
 from bnmem.core.io import save_npz
 from bnmem.core.keep import keep_matrix
 from bnmem.core.margin import logit_margin
@@ -130,7 +130,8 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
                 ids: list[int], workers: int) -> list[dict[str, np.ndarray]]:
     """Train and query shadow models `ids` of one arm (rows of the full `keep` matrix) as one
     stack (bnmem.train.stacked): per model, its part arrays (logits [N, Q, C] and, with
-    shadow.track_epochs, epoch_phi [E, N] float32 and epoch_correct [E, N] bool; with
+    shadow.track_epochs, epoch_phi [E, N] float32 and epoch_correct [E, N] bool at the
+    E epochs of bnmem.core.recipes.tracked_epochs; with
     shadow.budgets, budget_logits [B, N, Q, C]: the same model retrained as a complete run of
     each budget, its own schedule annealed at its own end) and its final loss ("loss"). Each model's bits depend on its id only, not on which models share
     its chunk, nor on `workers`, nor on the process that runs it (bnmem.train.scaleout)."""
@@ -140,7 +141,8 @@ def train_chunk(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
     seeds = [model_seeds(cfg.seed, j) for j in ids]
     states, hists, tracked = train_stack(cfg, arm, x, y, keep[ids], spec,
                                          [a for a, _ in seeds], [b for _, b in seeds],
-                                         workers=workers, track=track)
+                                         workers=workers, track=track,
+                                         track_at=tracked_epochs(cfg))
     device = resolve_device(cfg.train.device)
     logits = query_states(spec, states, x, s.queries, device, workers)
     budget_logits, endpoint_states = [], []  # annealed endpoints: same models, shorter schedules
@@ -192,7 +194,8 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     a rerun after a kill trains only the missing ones. Returns the shard arrays: logits
     [m, N, Q, C], keep [m, N], model_ids [m] and, with shadow.track_epochs, epoch_phi
     [m, E, N] float32 and epoch_correct [m, E, N] bool (identity query, eval mode, after
-    every epoch) and, with shadow.budgets, budget_logits [m, B, N, Q, C] float32 (each model
+    each epoch of `tracked_epochs` [E]: every epoch, or train.checkpoints and the final
+    one) and, with shadow.budgets, budget_logits [m, B, N, Q, C] float32 (each model
     retrained as a complete run of each budget's epochs, same seeds and keep) and budgets [B].
     """
     s = cfg.shadow
@@ -228,6 +231,7 @@ def train_shadows(cfg, arm: str, x: torch.Tensor, y: torch.Tensor, keep: np.ndar
     if s.track_epochs:
         out["epoch_phi"] = np.stack([done[int(j)]["epoch_phi"] for j in ids]).astype(np.float32)
         out["epoch_correct"] = np.stack([done[int(j)]["epoch_correct"] for j in ids])
+        out["tracked_epochs"] = np.asarray(tracked_epochs(cfg), dtype=np.int64)
     grad_ids = [int(j) for j in ids if grad_model(j, s.grad_models)]
     if grad_ids:
         out["grad_norms"] = np.stack([done[j]["grad_norms"] for j in grad_ids])

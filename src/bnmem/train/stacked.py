@@ -118,10 +118,12 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
                  order_seeds: list[int], device: torch.device,
                  track: Callable[[torch.Tensor], Any] | None = None,
                  x_pad: torch.Tensor | None = None,
-                 on_epoch: Callable[[int, dict, list[dict]], None] | None = None
+                 on_epoch: Callable[[int, dict, list[dict]], None] | None = None,
+                 track_at: frozenset[int] | None = None
                  ) -> tuple[dict, list[list[dict]], list[list]]:
     """Train one stack (models sharing the step count); returns stacked state, histories
-    and, with `track`, per model the list of track(eval logits [N, classes]) per epoch.
+    and, with `track`, per model the list of track(eval logits [N, classes]) per epoch
+    (the epochs in `track_at` only, where given).
 
     `x_pad` (the pool as [N, C, 32, 32], zero-padded as conv1 pads), given where
     bnmem.native.applies: the C strategy and C eval forward, else autograd.
@@ -159,7 +161,7 @@ def _train_group(cfg: TrainConfig, norm: str, reg: Regularizer | None, x_hwc: to
             if reg is not None:
                 pen_sum += pen_k.to(pen_sum.dtype) * cnt
             step += 1
-        if track is not None:
+        if track is not None and (track_at is None or epoch + 1 in track_at):
             logits_all = net.predict(x_hwc, x_pad=x_pad).cpu()  # (K, N, classes)
             for j in range(k):
                 tracked[j].append(track(logits_all[j]))
@@ -239,7 +241,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
                 spec: ModelSpec, init_seeds: list[int], order_seeds: list[int],
                 max_stack: int = 0, workers: int = 1,
                 track: Callable[[torch.Tensor], Any] | None = None,
-                on_epoch: Callable[[int, list[dict], list[dict]], None] | None = None
+                on_epoch: Callable[[int, list[dict], list[dict]], None] | None = None,
+                track_at: tuple[int, ...] | None = None
                 ) -> tuple[list[dict], list[list[dict]], list[list]]:
     """Train K models of one arm at once; model k as pipeline.fit(cfg, arm, x[keep[k]], ...).
 
@@ -251,8 +254,9 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         max_stack: most models per stack (0 = all); bounds memory.
         workers: on CPU, stacks trained side by side by this many threads, each running
             torch single-threaded (torch's thread count is restored afterwards).
-        track: called after every epoch with each model's eval-mode logits on the whole
-            pool x ([N, classes], CPU); its results are returned per model and epoch.
+        track: called after every epoch (those in `track_at`, where given) with each
+            model's eval-mode logits on the whole pool x ([N, classes], CPU); its results
+            are returned per model and epoch.
         on_epoch: LeNet, one stack only: called after every epoch with (epoch, each
             model's CPU state_dict, each model's record of the epoch) (the target model's
             per-epoch measurements and checkpoints, bnmem.train.target.train_target).
@@ -267,7 +271,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         # DP-SGD (per-sample clipping): others run the plain loop,
         def one(j: int) -> tuple[dict, list[dict], list]:  # models side by side on the CPU
             seen: list = []
-            hook = (lambda e, m, rec: seen.append(track(predict(m, x)))) if track else None
+            hook = (lambda e, m, rec: seen.append(track(predict(m, x)))
+                    if track_at is None or e in track_at else None) if track else None
             model, hist = fit(cfg, arm, x[torch.as_tensor(keep[j])], y[torch.as_tensor(keep[j])],
                               spec, init_seeds[j], order_seeds[j], on_epoch=hook)
             return {n: v.detach().cpu() for n, v in model.state_dict().items()}, hist, seen
@@ -293,7 +298,8 @@ def train_stack(cfg: Config, arm: str, x: torch.Tensor, y: torch.Tensor, keep: n
         models = [build(spec, seed=init_seeds[j]) for j in part]
         return _train_group(cfg.train, spec.norm, regularizer(cfg, arm), x_hwc, y,
                             [subsets[j] for j in part], models, [order_seeds[j] for j in part],
-                            device, track, x_pad, hook)
+                            device, track, x_pad, hook,
+                            None if track_at is None else frozenset(track_at))
 
     results = map_single_threaded(run, jobs, workers)
     states: list[dict | None] = [None] * len(keep)
