@@ -121,11 +121,15 @@ def final_evals(cfg: Config, model: nn.Module, record: TargetRecord, pool: dict[
     model, spec = model.cpu(), record.spec
     x, _ = tensors(pool, cfg.dataset)
     x_test = preprocess(test["x"], cfg.dataset, pool["x"])
-    evals = {"correct": eval_logits(model, spec, x).argmax(1).numpy() == pool["y_train"],
+    queries = cfg.shadow.queries
+    # the exposure stage's input, so that it runs no model for the targets
+    pool_logits = query_logits(model, x, queries, spec)
+    # the identity view is the plain eval forward (augment returns x): not run twice
+    pool_pred = (pool_logits[:, queries.index("identity")].argmax(1) if "identity" in queries
+                 else eval_logits(model, spec, x).argmax(1).numpy())
+    evals = {"correct": pool_pred == pool["y_train"],
              "test_correct": eval_logits(model, spec, x_test).argmax(1).numpy() == test["y"],
-             # the exposure stage's input, so that it runs no model for the targets
-             "pool_logits": query_logits(model, x, cfg.shadow.queries, spec),
-             "queries": np.asarray(cfg.shadow.queries, dtype=str)}
+             "pool_logits": pool_logits, "queries": np.asarray(queries, dtype=str)}
     kind = pool["kind"]
     push = gamma_push(model, x, pool["y_train"], {
         "clean": kind == CLEAN, "flipped": kind == FLIPPED, "ood": kind == OOD}) if record.gamma_sigma else None
