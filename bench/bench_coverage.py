@@ -5,22 +5,17 @@ truth (bnmem.attack.coverage): every figure a verdict uses, one arm and paired d
 """
 import argparse
 import json
-import platform
-import subprocess
 import time
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
+import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
 from bnmem.attack.coverage import FIGURES, VLOW_FIGURES, coverage_table
 from bnmem.attack.intervals import PROCEDURES
 
 
 def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
+    return lscpu.model_name()
 
 
 def study_args(p: argparse.ArgumentParser) -> None:

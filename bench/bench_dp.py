@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import subprocess
 import time
 from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels first)
+import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
 import numpy as np
 import torch
 import yaml
@@ -35,9 +35,7 @@ ARMS = ("groupnorm", "groupnorm_dp_eps8")
 
 
 def cpu() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    return next((line.split(":", 1)[1].strip() for line in out.splitlines()
-                 if line.startswith("Model name")), platform.processor())
+    return lscpu.model_name()
 
 
 def main() -> None:

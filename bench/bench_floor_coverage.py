@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,9 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 import bnmem  # noqa: E402,F401  (pins the CPU kernels before numpy loads)
+import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
 import numpy as np  # noqa: E402
 
-from bnmem.attack.coverage import FIGURES, _figures, _kind, _simulate, _truth_row, simulate_all  # noqa: E402
+from bnmem.attack.coverage import FIGURES, draw_figures, sample_kinds, simulate_run, truth_row, simulate_all  # noqa: E402
 from bnmem.attack.intervals import IntervalPlan, designs  # noqa: E402
 from bnmem.attack.resample import draw_designs  # noqa: E402
 
@@ -31,13 +31,13 @@ N_MODELS, N, EFFECTS, FLIPPED, DRAWS, ARM_RHO = 16, 1250, (0.6, 0.3), 0.1, 100, 
 
 
 def _run(seed: int) -> dict:
-    kind = _kind(N, FLIPPED)
-    phi, keep = _simulate(N_MODELS, N, EFFECTS, kind, seed, ARM_RHO)
+    kind = sample_kinds(N, FLIPPED)
+    phi, keep = simulate_run(N_MODELS, N, EFFECTS, kind, seed, ARM_RHO)
     p = N_MODELS // 2
     names = tuple(dict.fromkeys(d for proc in PROCS for d in designs(proc)))
     counts, weights, segments = draw_designs(kind, p, DRAWS, np.random.default_rng([seed, 0xC0F]),
                                              names)
-    f = _figures(phi, keep, kind, counts, weights)
+    f = draw_figures(phi, keep, kind, counts, weights)
     vals = np.concatenate([f[0], f[0] - f[1]], axis=1)
     labels = list(FIGURES) + [f"{x}_delta" for x in FIGURES]
     out = {}
@@ -64,11 +64,11 @@ def main() -> None:
     ap.add_argument("--md", default=str(ROOT / "bench/results/floor_coverage.md"))
     a = ap.parse_args()
     t0 = time.time()
-    kind = _kind(N, FLIPPED)
+    kind = sample_kinds(N, FLIPPED)
     truth_args = [(N_MODELS, N, EFFECTS, kind, a.seed * 1_000_003 + 500_000 + s, ARM_RHO, FIGURES)
                   for s in range(a.truth_runs)]
     runs = [a.seed * 1_000_003 + r for r in range(a.runs)]
-    truth, done = simulate_all(_truth_row, truth_args, _run, runs, a.workers)
+    truth, done = simulate_all(truth_row, truth_args, _run, runs, a.workers)
     labels = list(FIGURES) + [f"{x}_delta" for x in FIGURES]
     table = {}
     for j, name in enumerate(labels):
@@ -86,8 +86,7 @@ def main() -> None:
                 "runs": int(has.sum()), "runs_floored": int((has & fl).sum())}
         table[name] = res
     secs = time.time() - t0
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model name")), "?")
+    model = lscpu.model_name()
     cmd = (f"python bench/bench_floor_coverage.py --runs {a.runs} --truth-runs {a.truth_runs} "
            f"--seed {a.seed} --workers {a.workers}")
     Path(a.out).write_text(json.dumps({"command": cmd, "seconds": secs, "table": table}, indent=1))

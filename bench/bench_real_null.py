@@ -7,12 +7,12 @@ P - 1) beside today's (the population is reference only, not scored).
     python bench/bench_real_null.py [--masks 16] [--out bench/results/real_null.md]
 """
 import argparse
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
+import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
 import bnmem.attack.rmia as rmia
 from bnmem.attack.signals import load_shadow
 from bnmem.core.config import load_config
@@ -51,9 +51,7 @@ def main() -> None:
         rmia.rmia_rank = old_rank
         old[arm] = real_null(sig, cfg, args.masks)
         rmia.rmia_rank = new_rank
-    cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(
-        ["lscpu"], capture_output=True, text=True).stdout.splitlines()
-        if l.startswith("Model name")), "unknown")
+    cpu = lscpu.model_name()
     md = ["# Real null of the default run (bench/bench_real_null.py)", "",
           f"Every variant re-run on each arm's real shadow logits with {args.masks} fake "
           "balanced keep masks; AUC mean [min, max] over the masks, TPR at FPR 1e-3 mean. "

@@ -20,8 +20,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,9 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 import bnmem  # noqa: E402,F401  (pins the CPU kernels before numpy loads)
+import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
 import numpy as np  # noqa: E402
 
-from bnmem.attack.coverage import VARIANT, _kind, _simulate  # noqa: E402
+from bnmem.attack.coverage import VARIANT, sample_kinds, simulate_run  # noqa: E402
 from bnmem.attack.intervals import IntervalPlan  # noqa: E402
 from bnmem.attack.lira import PairSignals  # noqa: E402
 from bnmem.attack.resample import arm_draw, draw_designs  # noqa: E402
@@ -109,8 +108,8 @@ def real(run_dir: Path, draws: int, workers: int) -> dict:
 
 def _sim_task(seed: int) -> dict:
     n_models, n, draws = 16, 1250, _JOB[0]
-    kind = _kind(n, 0.1)
-    phi, keep = _simulate(n_models, n, (0.6, 0.3), kind, seed, 0.3)
+    kind = sample_kinds(n, 0.1)
+    phi, keep = simulate_run(n_models, n, (0.6, 0.3), kind, seed, 0.3)
     p = n_models // 2
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0x5B2]),
                                              DESIGNS)
@@ -168,17 +167,13 @@ def main() -> None:
     r = real(Path(a.run), a.draws, a.workers)
     s = simulation(a.sim_runs, a.draws, a.workers, a.seed)
     secs = time.time() - t0
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines()
-                  if ln.startswith("Model name")), platform.processor())
-    fam = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("CPU family")), "?")
-    mod = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("Model:")), "?")
+    machine = lscpu.describe()
     cmd = (f"python bench/bench_variance_split.py --draws {a.draws} --sim-runs {a.sim_runs} "
            f"--seed {a.seed} --workers {a.workers}")
     Path(a.out).write_text(json.dumps({"command": cmd, "seconds": secs, "real": r,
                                        "simulation": s}, indent=1, sort_keys=True))
     L = ["# The variance split of the models+samples draws: real shadows vs the simulation",
-         "", f"`{cmd}` on {model} (family {fam}, model {mod}), {secs:.0f} s; "
+         "", f"`{cmd}` on {machine}, {secs:.0f} s; "
          f"result also in `{os.path.relpath(a.out, ROOT)}`.", "",
          f"Real: the committed default run's shadows, {a.draws} rows of each design (pairs "
          "alone, samples alone, both; jackknife over the pairs). twoway is at its floor V_p "

@@ -29,13 +29,13 @@ VLOW_FIGURES = FIGURES + ("tpr_vlow_all",)
 VARIANT = "lira_online_fixed"
 
 
-def _kind(n: int, flipped: float) -> np.ndarray:
+def sample_kinds(n: int, flipped: float) -> np.ndarray:
     kind = np.zeros(n, np.int8)
     kind[: int(round(flipped * n))] = 1
     return kind
 
 
-def _figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
+def draw_figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
              weights: np.ndarray, figures: tuple[str, ...] = FIGURES) -> np.ndarray:
     """[arms, draws, figures] of `figures` for each draw (counts [D, P], weights [D, N]);
     nan where a draw lacks a figure (TPR unsupported)."""
@@ -51,29 +51,29 @@ def _figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.nda
     return np.array(out, dtype=np.float64)
 
 
-def _simulate(n_models: int, n: int, effects: tuple[float, float], kind: np.ndarray,
+def simulate_run(n_models: int, n: int, effects: tuple[float, float], kind: np.ndarray,
               seed: int, arm_rho: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     return synthetic_phi(n_models, n, 1, 0.0, seed, arm_effects=effects, kind=kind,
                          arm_rho=arm_rho)
 
 
-def _truth_row(args: tuple) -> np.ndarray:
+def truth_row(args: tuple) -> np.ndarray:
     n_models, n, effects, kind, seed, arm_rho, figures = args
-    phi, keep = _simulate(n_models, n, effects, kind, seed, arm_rho)
+    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
-    v = _figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)), figures)[:, 0]
+    v = draw_figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)), figures)[:, 0]
     return np.concatenate([v[0], v[0] - v[1]])
 
 
 def _run(args: tuple) -> dict[str, np.ndarray]:
     """One simulated run: {procedure: [2, 2F] (lo, hi)} for every procedure asked."""
     n_models, n, effects, kind, draws, seed, procedures, arm_rho, figures = args
-    phi, keep = _simulate(n_models, n, effects, kind, seed, arm_rho)
+    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
     names = tuple(dict.fromkeys(d for proc in procedures for d in designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                              names)
-    f = _figures(phi, keep, kind, counts, weights, figures)  # [2, R, F]
+    f = draw_figures(phi, keep, kind, counts, weights, figures)  # [2, R, F]
     vals = np.concatenate([f[0], f[0] - f[1]], axis=1)  # [R, 2F], row 0 the point
     out = {}
     for proc in procedures:
@@ -93,13 +93,13 @@ def coverage_table(runs: int, n: int = 1250, n_models: int = 16, draws: int = 10
     """Coverage and mean width of every procedure for every figure (see the module
     docstring); runs and truth runs use disjoint seeds; `arm_rho`: how much model noise
     the two arms share (bnmem.attack.simulate.synthetic_phi)."""
-    kind = _kind(n, flipped)
+    kind = sample_kinds(n, flipped)
     names = list(figures) + [f"{f}_delta" for f in figures]
     truth_args = [(n_models, n, effects, kind, seed * 1_000_003 + 500_000 + s, arm_rho, figures)
                   for s in range(truth_runs)]
     run_args = [(n_models, n, effects, kind, draws, seed * 1_000_003 + r, procedures, arm_rho,
                  figures) for r in range(runs)]
-    truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
+    truth, done = simulate_all(truth_row, truth_args, _run, run_args, workers)
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models, "draws": draws, "effects": list(effects),
             "flipped": flipped, "arm_rho": arm_rho, "truth_runs": truth_runs,
