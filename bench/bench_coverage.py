@@ -38,6 +38,8 @@ def main() -> None:
                    help="model noise shared between the arms (real shadows: about 0.3, "
                         "bench/results/noise_structure.md); 1 shares all of it")
     p.add_argument("--n-models", type=int, default=16, help="shadow models (even)")
+    p.add_argument("--store", default=None,
+                   help="resumable record of finished units (.jsonl): a killed study resumes")
     p.add_argument("--vlow", action="store_true",
                    help="also TPR at FPR 1e-4 (needs n-models/2 x n >= 100 000 negatives)")
     args = p.parse_args()
@@ -49,14 +51,16 @@ def main() -> None:
     res = coverage_table(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                          workers=args.workers, procedures=procs, seed=args.seed,
                          arm_rho=args.arm_rho, n_models=args.n_models,
-                         figures=VLOW_FIGURES if args.vlow else FIGURES)
+                         figures=VLOW_FIGURES if args.vlow else FIGURES,
+                         store=Path(args.store) if args.store else None)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} --workers {args.workers} "
                       f"--procedures {args.procedures} --seed {args.seed} --arm-rho {args.arm_rho}"
                       + (f" --n-models {args.n_models}" if args.n_models != 16 else "")
-                      + (" --vlow" if args.vlow else ""))
+                      + (" --vlow" if args.vlow else "")
+                      + (f" --store {args.store}" if args.store else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     names = list(res["truth"])
     md = ["# Coverage of 95 % interval procedures (bench/bench_coverage.py)", "",

@@ -198,3 +198,28 @@ def test_matched_epoch_is_read_on_the_recorded_epochs():
     assert epoch_at(1.0, rec) == 1.0 and epoch_at(7.0, rec) == 12.0
     assert epoch_at(3.25, range(1, 13)) == pytest.approx(3.25)
     assert np.isnan(epoch_at(np.nan, rec))
+
+
+def test_a_stored_study_resumes_to_the_uninterrupted_result(tmp_path):
+    """coverage_table with a store (the resumable record of finished units a long study
+    writes): a study cut short (its record truncated mid-line, as a kill leaves it) and run
+    again gives exactly the uninterrupted study's table and truth; a record of another
+    study is refused in one line."""
+    import json
+    kw = dict(n=300, draws=10, truth_runs=6, seed=3, arm_rho=0.3, procedures=("mixed", "both"))
+
+    def same(a: dict, b: dict) -> bool:  # nan-aware (an unsupported TPR is nan in both)
+        return (json.dumps([a["table"], a["truth"]], sort_keys=True)
+                == json.dumps([b["table"], b["truth"]], sort_keys=True))
+    plain = coverage_table(5, **kw)
+    store = tmp_path / "units.jsonl"
+    full = coverage_table(5, workers=2, store=store, **kw)
+    assert same(full, plain)
+    lines = store.read_text().splitlines()
+    assert len(lines) == 1 + 6 + 5
+    store.write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])  # 6 truths, a cut run line
+    again = coverage_table(5, workers=2, store=store, **kw)
+    assert same(again, plain)
+    assert not same(again, coverage_table(5, **{**kw, "seed": 5}))  # the check can fail
+    with pytest.raises(ValueError, match="another study"):
+        coverage_table(5, store=store, **{**kw, "seed": 4})

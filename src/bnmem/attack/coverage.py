@@ -12,8 +12,11 @@ reports.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing as mp
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -89,37 +92,105 @@ def coverage_table(runs: int, n: int = 1250, n_models: int = 16, draws: int = 10
                    effects: tuple[float, float] = (0.6, 0.3), truth_runs: int = 400,
                    flipped: float = 0.1, seed: int = 0, workers: int = 1,
                    procedures: tuple[str, ...] = PROCEDURES, arm_rho: float = 1.0,
-                   figures: tuple[str, ...] = FIGURES) -> dict:
+                   figures: tuple[str, ...] = FIGURES, store: Path | None = None) -> dict:
     """Coverage and mean width of every procedure for every figure (see the module
     docstring); runs and truth runs use disjoint seeds; `arm_rho`: how much model noise
-    the two arms share (bnmem.attack.simulate.synthetic_phi)."""
+    the two arms share (bnmem.attack.simulate.synthetic_phi); `store`: a resumable
+    record of the finished units (simulate_all)."""
     kind = sample_kinds(n, flipped)
     names = list(figures) + [f"{f}_delta" for f in figures]
     truth_args = [(n_models, n, effects, kind, seed * 1_000_003 + 500_000 + s, arm_rho, figures)
                   for s in range(truth_runs)]
     run_args = [(n_models, n, effects, kind, draws, seed * 1_000_003 + r, procedures, arm_rho,
                  figures) for r in range(runs)]
-    truth, done = simulate_all(truth_row, truth_args, _run, run_args, workers)
+    truth, done = simulate_all(truth_row, truth_args, _run, run_args, workers, store)
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models, "draws": draws, "effects": list(effects),
             "flipped": flipped, "arm_rho": arm_rho, "truth_runs": truth_runs,
             "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}
 
 
-def simulate_all(truth_row, truth_args: list, run, run_args: list, workers: int
-                 ) -> tuple[np.ndarray, list]:
+def simulate_all(truth_row, truth_args: list, run, run_args: list, workers: int,
+                 store: Path | None = None) -> tuple[np.ndarray, list]:
     """(truth: the mean of truth_row over truth_args, nan where a figure never exists;
-    [run(a) for a in run_args]), on `workers` forked processes when more than one."""
-    if workers > 1 and "fork" in mp.get_all_start_methods():
-        with mp.get_context("fork").Pool(workers) as pool:
-            truth_rows = pool.map(truth_row, truth_args, chunksize=8)
-            done = pool.map(run, run_args, chunksize=2)
+    [run(a) for a in run_args]), on `workers` forked processes when more than one.
+
+    `store` (a .jsonl file): every finished unit (a truth row or a run) is appended to it as
+    it lands, and units already there are not recomputed, so a study killed (or a session
+    ended) resumes where it stopped; the results equal an uninterrupted run's (test). The
+    file holds the units of one study: its first line names the arguments' fingerprint, and
+    a file of another study is refused."""
+    if store is None:
+        if workers > 1 and "fork" in mp.get_all_start_methods():
+            with mp.get_context("fork").Pool(workers) as pool:
+                truth_rows = pool.map(truth_row, truth_args, chunksize=8)
+                done = pool.map(run, run_args, chunksize=2)
+        else:
+            truth_rows = [truth_row(a) for a in truth_args]
+            done = [run(a) for a in run_args]
     else:
-        truth_rows = [truth_row(a) for a in truth_args]
-        done = [run(a) for a in run_args]
+        truth_rows, done = _stored(truth_row, truth_args, run, run_args, workers, Path(store))
     with warnings.catch_warnings():  # a figure nan in every run (TPR unsupported): nan truth
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(np.array(truth_rows), axis=0), done
+
+
+def _unit(job: tuple) -> tuple[str, int, object]:
+    kind, i, fn, args = job
+    return kind, i, fn(args)
+
+
+def _fingerprint(truth_args: list, run_args: list) -> str:
+    """The study's identity: every unit's arguments (arrays by their bytes)."""
+    h = hashlib.sha256()
+    for args in truth_args + [None] + run_args:
+        for x in (args or ("|",)):
+            h.update(x.tobytes() if isinstance(x, np.ndarray) else repr(x).encode())
+            h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _stored(truth_row, truth_args: list, run, run_args: list, workers: int, store: Path
+            ) -> tuple[list, list]:
+    """simulate_all's units through the resumable `store` (see there)."""
+    key = _fingerprint(truth_args, run_args)
+    have: dict[tuple[str, int], object] = {}
+    if store.is_file():
+        lines = store.read_text().splitlines()
+        head = json.loads(lines[0]) if lines else {}
+        if head.get("study") != key:
+            raise ValueError(f"{store}: holds another study's units ({head.get('study')}); "
+                             f"this one is {key}: give another --store")
+        for line in lines[1:]:
+            try:
+                rec = json.loads(line)
+            except ValueError:  # the line a kill cut short: that unit runs again
+                continue
+            value = rec["value"]
+            have[rec["kind"], rec["i"]] = (np.array(value, float) if rec["kind"] == "truth" else
+                                           {k: np.array(v, float) for k, v in value.items()})
+    else:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps({"study": key}) + "\n")
+    jobs = [("truth", i, truth_row, a) for i, a in enumerate(truth_args) if ("truth", i) not in have]
+    jobs += [("run", i, run, a) for i, a in enumerate(run_args) if ("run", i) not in have]
+
+    def save(kind: str, i: int, value) -> None:
+        have[kind, i] = value
+        out = (np.asarray(value).tolist() if kind == "truth"
+               else {k: np.asarray(v).tolist() for k, v in value.items()})
+        with open(store, "a") as f:  # one line per unit, flushed as it lands
+            f.write(json.dumps({"kind": kind, "i": i, "value": out}) + "\n")
+
+    if workers > 1 and len(jobs) > 1 and "fork" in mp.get_all_start_methods():
+        with mp.get_context("fork").Pool(workers) as pool:
+            for kind, i, value in pool.imap_unordered(_unit, jobs):
+                save(kind, i, value)
+    else:
+        for job in jobs:
+            save(*_unit(job))
+    return ([have["truth", i] for i in range(len(truth_args))],
+            [have["run", i] for i in range(len(run_args))])
 
 
 def tabulate(done: list, truth: np.ndarray, names: list[str], procedures) -> dict:
