@@ -422,12 +422,36 @@ def test_arrays_path_equals_the_torch_path(norm: str, monkeypatch) -> None:
         assert not np.allclose(got[0]["norms_batch"], got[0]["norms"])
 
 
-def test_lenet_keys_and_eps_are_the_modules() -> None:
-    """bnmem.native.arrays' LeNet state_dict keys and BN eps are those of the module."""
+def test_array_path_only_where_the_torch_path_would_run_on_the_cpu(monkeypatch) -> None:
+    """The grads stage takes the array path for a LeNet on the CPU only: not with
+    train.device cuda, not under auto where a GPU driver is visible (torch resolves that),
+    not for another arch; BNMEM_NATIVE=0 (no kernels) sends it to torch too."""
+    from bnmem.grads import checkpoints
     from bnmem.native import arrays
-    for norm in ("none", "batchnorm"):
-        model = make_model("lenet", norm, 10, 1, image_size=28)
+    base = {"arms": ["batchnorm"], "pool_size": 40}
+    spec = model_spec(config_from_dict(base), "batchnorm", 1, 28)
+    if arrays.lib(np.float32) is None:
+        pytest.skip("no C compiler: the kernels never build here")
+    monkeypatch.setattr(checkpoints, "_gpu_present", lambda: False)
+    assert checkpoints.native_norm(config_from_dict({**base, "train": {"device": "auto"}}), spec) == "batchnorm"
+    assert checkpoints.native_norm(config_from_dict({**base, "train": {"device": "cuda"}}), spec) is None
+    monkeypatch.setattr(checkpoints, "_gpu_present", lambda: True)
+    assert checkpoints.native_norm(config_from_dict({**base, "train": {"device": "auto"}}), spec) is None
+    assert checkpoints.native_norm(config_from_dict({**base, "train": {"device": "cpu"}}), spec) == "batchnorm"
+    resnet = model_spec(config_from_dict({**base, "arch": "resnet"}), "batchnorm", 1, 28)
+    assert checkpoints.native_norm(config_from_dict(base), resnet) is None
+    monkeypatch.setenv("BNMEM_NATIVE", "0")
+    assert checkpoints.native_norm(config_from_dict({**base, "train": {"device": "cpu"}}), spec) is None
+
+
+def test_lenet_keys_and_eps_are_the_modules() -> None:
+    """bnmem.native.arrays' LeNet state_dict keys, shapes and BN eps are those of the module."""
+    from bnmem.native import arrays
+    for norm, classes, channels, size in (("none", 10, 1, 28), ("batchnorm", 7, 3, 32)):
+        model = make_model("lenet", norm, classes, channels, image_size=size)
         assert arrays.lenet_keys(norm) == list(model.state_dict())
+        assert arrays.lenet_shapes(norm, channels, classes) == {
+            k: tuple(v.shape) for k, v in model.state_dict().items()}
         assert all(m.eps == arrays.BN_EPS for m in model.modules()
                    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm))
 
@@ -447,6 +471,34 @@ def test_stage_other_definition_never_skips_the_batch_coupled_norms(tmp_path: Pa
     assert np.isfinite(every["norms_batch_epoch"]).all() and np.isnan(never["norms_batch_epoch"]).all()
     assert not any(k.endswith(("_batch", "_batch_early")) for k in m_never)
     assert {k: v for k, v in m_every.items() if "_batch" not in k} == m_never
+
+
+@pytest.mark.parametrize("damage", ["classes", "truncated", "keys", "crafted"])
+def test_stage_refuses_a_wrong_checkpoint_in_one_line(tmp_path: Path, damage: str) -> None:
+    """A checkpoint with LeNet's keys but other shapes (another class count, an array cut
+    short: the C kernels would read past it), other keys, or a crafted pickle: exit 2, one
+    line naming the file, nothing written."""
+    import pickle
+    import zipfile
+    paths = _tiny_arm(tmp_path, "batchnorm")
+    ckpt = tmp_path / "ckpt" / "epoch_1.pt"
+    state = torch.load(ckpt, weights_only=True)
+    if damage == "classes":
+        state["fc3.weight"], state["fc3.bias"] = torch.zeros(12, 84), torch.zeros(12)
+    elif damage == "truncated":
+        state["fc1.weight"] = state["fc1.weight"][:, :10].contiguous()
+    elif damage == "keys":
+        state["extra.weight"] = torch.zeros(3)
+    if damage == "crafted":
+        with zipfile.ZipFile(ckpt, "w") as z:
+            z.writestr("archive/data.pkl", pickle.dumps({"conv1.weight": [1, 2]}, protocol=2))
+    else:
+        torch.save(state, ckpt)
+    proc = _run(paths)
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "epoch_1.pt" in last and ("fc" in last or "keys" in last or "weights file" in last), last
+    assert not paths["--out"].exists()
 
 
 def test_stage_missing_checkpoint_is_one_line(tmp_path: Path) -> None:

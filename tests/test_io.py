@@ -51,6 +51,13 @@ def test_read_state_arrays_equals_torch_load(tmp_path):
         for k, v in ref.items():
             assert got[k].dtype == v.numpy().dtype and got[k].shape == tuple(v.shape), k
             np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
+    base = torch.arange(24.0)  # views into one storage at non-zero offsets, and a 0-dim one
+    shared = {"a": base[5:11].view(2, 3), "b": base[:4], "c": base[23], "d": torch.tensor(7)}
+    save_state(tmp_path / "s.pt", shared)
+    got = read_state_arrays(tmp_path / "s.pt")
+    for k, v in load_state(tmp_path / "s.pt").items():
+        assert got[k].shape == tuple(v.shape), k
+        np.testing.assert_array_equal(got[k], v.numpy(), err_msg=k)
     w = torch.arange(12.0).reshape(3, 4)
     save_state(tmp_path / "t.pt", {"w": w.t()})  # a transposed view: strides not row-major
     assert read_state_arrays(tmp_path / "t.pt") is None

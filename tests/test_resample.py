@@ -5,7 +5,7 @@ import pytest
 
 from bnmem.attack.lira import PairSignals, loo_lira
 from bnmem.attack.intervals import IntervalPlan, percentile_ci
-from bnmem.attack.matched import at_fit, common_fit, fit_grid
+from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.resample import arm_draw, compare, draw_designs, draw_plan
 from bnmem.attack.roc import roc_points, roc_summary
 from bnmem.core.keep import keep_matrix
@@ -75,6 +75,12 @@ def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
     assert m["fit"] == pytest.approx(common_fit(draws["a"][0]["epoch"]["fit"],
                                                 draws["b"][0]["epoch"]["fit"]))
     assert len(out["curve"]["fit"]) == len(out["curve"]["lo"])
+    # the curves recorded at other epochs per arm (shadow.track_at): each arm's matched
+    # point is read on its own epochs, positions otherwise
+    rec = compare(draws["a"], draws["b"], epochs_at=((1, 2, 5), (2, 4, 8)))["matched_fit"]
+    assert rec["epoch_a"] == pytest.approx(epoch_at(m["epoch_a"], (1, 2, 5)))
+    assert rec["epoch_b"] == pytest.approx(epoch_at(m["epoch_b"], (2, 4, 8)))
+    assert np.isfinite(m["epoch_b"]) and rec["epoch_b"] != m["epoch_b"]
 
 
 @pytest.mark.slow  # a simulation study (about 20 s): the full suite, not the edit loop

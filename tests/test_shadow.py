@@ -201,11 +201,17 @@ def test_tracking_at_checkpoints_is_the_every_epoch_runs_rows(tiny, one_torch_th
     from bnmem.data.pool import load_pool, tensors
     from bnmem.train.shadow import train_chunk
     cfg = load_config(tiny / "recipe.yaml")
-    cfg = replace(cfg, shadow=replace(cfg.shadow, budgets=()))
+    cfg = replace(cfg, shadow=replace(cfg.shadow, budgets=(1,)))
     every = replace(cfg, shadow=replace(cfg.shadow, track_at="every"))
     assert cfg.shadow.track_at == "checkpoints" and tracked_epochs(cfg) == (1, 4)
     assert tracked_epochs(every) == (1, 2, 3, 4)
     assert tracked_epochs(replace(cfg, shadow=replace(cfg.shadow, track_epochs=False))) == ()
+    # epoch 1 always (the low end of the fit range); every epoch without annealed endpoints,
+    # where the within-run curve is the judged matched criterion
+    later = replace(cfg, train=replace(cfg.train, checkpoints=(2,)),
+                    shadow=replace(cfg.shadow, budgets=(1,)))
+    assert tracked_epochs(later) == (1, 2, 4)
+    assert tracked_epochs(replace(later, shadow=replace(later.shadow, budgets=(4, 8)))) == (1, 2, 3, 4)
     x, y = tensors(load_pool(tiny / "pool.npz"), cfg.dataset)
     keep = keep_matrix(cfg.shadow.n_models, len(y), cfg.seed)
     at = train_chunk(cfg, "batchnorm", x, y, keep, [1, 2], workers=1)

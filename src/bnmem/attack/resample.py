@@ -228,7 +228,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         out["equal_epochs"][key] = _summary(vals, plan, key)
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
-    # the per-epoch attack sees the identity query only (the one recorded every epoch), so
+    # the per-epoch attack sees the identity query only (the one recorded during training), so
     # the equal-epoch figure that matched fit is compared with is its last epoch, not the
     # all-queries auc_all above
     vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]

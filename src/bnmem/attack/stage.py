@@ -67,7 +67,7 @@ def headline_deltas(membership: dict) -> dict:
     matched point is the primary criterion (all-queries AUC, or for the regularizer FZ
     flipped, at matched held-out accuracy between annealed endpoints, common point; the
     within-run matched fit stays in results/); every arm - none headline AUC on the identity
-    query (the one recorded every epoch, so both points measure the same
+    query (the one recorded during training, so both points measure the same
     attack) at equal epochs and at matched fit (the regularized arm's against none stays in
     results/), and the regularizer's memorization and accuracy against plain BN; value
     and 95 % interval over shadow models and samples."""

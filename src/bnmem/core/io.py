@@ -129,9 +129,10 @@ def load_state(path: str | Path) -> dict:
 
 
 # torch.save's storage classes -> numpy dtypes (the ones a plain state_dict holds)
-_STORAGES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
-             "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
-             "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+# (little-endian: the byteorder torch.save records is checked)
+_STORAGES = {"FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2",
+             "LongStorage": "<i8", "IntStorage": "<i4", "ShortStorage": "<i2",
+             "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?"}
 
 
 class _NotPlain(Exception):
@@ -164,17 +165,20 @@ def read_state_arrays(path: str | Path) -> dict[str, np.ndarray] | None:
                 if (not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage"
                         or pid[3] != "cpu" or not isinstance(pid[1], type)):
                     raise _NotPlain
-                key = str(pid[2])
+                key, dtype = str(pid[2]), np.dtype(pid[1].dtype)
                 if key not in storages:
-                    storages[key] = np.frombuffer(z.read(f"{prefix}data/{key}"), dtype=pid[1].dtype)
-                    if storages[key].size != pid[4]:
+                    info = z.getinfo(f"{prefix}data/{key}")  # stored as torch.save stores:
+                    if (info.compress_type != zipfile.ZIP_STORED  # no inflating (zip bombs)
+                            or info.file_size != int(pid[4]) * dtype.itemsize):
                         raise _NotPlain
+                    storages[key] = np.frombuffer(z.read(info), dtype=dtype).astype(dtype.newbyteorder("="))
                 return storages[key]
 
+            if z.getinfo(pkl[0]).file_size > 1 << 24:  # a state_dict's pickle is kilobytes
+                return None
             state = _StateUnpickler(z.open(pkl[0]), storage).load()
-    except (_NotPlain, zipfile.BadZipFile, KeyError, EOFError, pickle.UnpicklingError,
-            ValueError, OSError):
-        return None  # load_state reads it or names what is wrong in one line
+    except Exception:  # noqa: BLE001 -- _NotPlain, a damaged or crafted file: whatever it is,
+        return None    # load_state (weights_only) reads it or names what is wrong in one line
     if not isinstance(state, dict) or not all(isinstance(v, np.ndarray) for v in state.values()):
         return None
     return dict(state)

@@ -10,14 +10,17 @@ from bnmem.core.config import EXECUTION_KEYS, Config, ConfigError, arm_epsilon, 
 
 def tracked_epochs(cfg: Config) -> tuple[int, ...]:
     """The epochs after which shadow.track_epochs queries every shadow model (identity
-    view): every epoch, or (shadow.track_at: checkpoints) train.checkpoints below
-    train.epochs and the final epoch; () without tracking."""
+    view): every epoch, or (shadow.track_at: checkpoints) the first epoch, train.checkpoints
+    below train.epochs and the final epoch; () without tracking. Without annealed
+    endpoints (no shadow.budgets below train.epochs) the within-run curve is what matched
+    fit is judged on, so it is recorded at every epoch whatever track_at says."""
     if not cfg.shadow.track_epochs:
         return ()
     every = range(1, cfg.train.epochs + 1)
-    if cfg.shadow.track_at == "every":
+    if cfg.shadow.track_at == "every" or not budget_epochs(cfg):
         return tuple(every)
-    return tuple(e for e in every if e in cfg.train.checkpoints or e == cfg.train.epochs)
+    return tuple(e for e in every
+                 if e == 1 or e in cfg.train.checkpoints or e == cfg.train.epochs)
 
 
 def budget_epochs(cfg: Config) -> tuple[int, ...]:

@@ -76,9 +76,17 @@ def checkpoint_rows(states: Iterable, norms_of: Callable[[object, str], GradNorm
     return {d: np.stack(r) for d, r in rows.items()}, final
 
 
+GPU_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia",  # NVIDIA drivers
+             "/dev/kfd",                                               # AMD ROCm
+             "/dev/dxg",                                               # WSL2's GPU
+             "/dev/nvhost-ctrl-gpu")                                   # Jetson
+
+
 def _gpu_present() -> bool:
-    """Whether a GPU driver is visible (then `train.device: auto` is torch's to resolve)."""
-    return any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd"))
+    """Whether any GPU driver is visible: then `train.device: auto` is torch's to resolve
+    (it may pick CUDA, where the torch path computes the norms), so the array path does
+    not run. A false alarm only costs torch's start-up (its CPU path gives the same bits)."""
+    return any(os.path.exists(p) for p in GPU_FILES)
 
 
 def native_norm(cfg: Config, spec: ModelSpec) -> str | None:

@@ -69,6 +69,37 @@ def lenet_keys(norm: str) -> list[str]:
     return keys
 
 
+def lenet_shapes(norm: str, channels: int, classes: int) -> dict[str, tuple[int, ...]]:
+    """Every state_dict entry's shape of bnmem.models.zoo.LeNet (28 px padded or 32 px
+    input) with this norm, input channels and classes (a test checks them against the
+    module): what the kernels read, so a file with other shapes is refused before any runs."""
+    width = {"conv1": 6, "norm1": 6, "conv2": 16, "norm2": 16, "fc1": 120, "norm3": 120,
+             "fc2": 84, "norm4": 84, "fc3": classes}
+    weight = {"conv1": (6, channels, 5, 5), "conv2": (16, 6, 5, 5), "fc1": (120, 400),
+              "fc2": (84, 120), "fc3": (classes, 84)}
+    out = {}
+    for key in lenet_keys(norm):
+        layer, _, name = key.partition(".")
+        out[key] = (() if name == "num_batches_tracked" else
+                    weight[layer] if name == "weight" and layer in weight else (width[layer],))
+    return out
+
+
+def check_state(state: dict[str, np.ndarray], norm: str, channels: int, classes: int) -> str | None:
+    """None when `state` holds exactly LeNet's entries (lenet_shapes) as float32/float64
+    parameters and statistics and an int64 counter, else what is wrong, in words."""
+    shapes = lenet_shapes(norm, channels, classes)
+    if set(state) != set(shapes):
+        return f"keys do not match a lenet/{norm} model"
+    for key, shape in shapes.items():
+        a = np.asarray(state[key])
+        kinds = "iu" if key.endswith("num_batches_tracked") else "f"
+        if a.shape != shape or a.dtype.kind not in kinds:
+            return (f"{key} is {a.dtype}{list(a.shape)}, a lenet/{norm} model with {channels} "
+                    f"input channels and {classes} classes has {list(shape)}")
+    return None
+
+
 def state_norm(state: dict[str, np.ndarray]) -> str | None:
     """The norm (none | batchnorm) of a LeNet state_dict whose keys are exactly LeNet's,
     else None."""
@@ -82,6 +113,15 @@ def applies(norm: str, channels: int, classes: int, dtype, kernel: str = "lenet_
     """Whether `kernel` runs here for LeNets with this norm, input channels and classes."""
     return (norm in NORMS and 1 <= channels <= 3 and 1 <= classes <= 256
             and (kernel != "lenet_rows" or norm == "batchnorm") and lib(dtype, kernel) is not None)
+
+
+def _checked(state: dict, norm: str) -> None:
+    """The kernels index the weights by LeNet's shapes: anything else is refused here."""
+    w1, w3 = np.shape(state.get("conv1.weight")), np.shape(state.get("fc3.weight"))
+    wrong = (check_state(state, norm, w1[1], w3[0]) if len(w1) == 4 and len(w3) == 2
+             else "conv1.weight / fc3.weight missing or not a lenet layer")
+    if wrong:
+        raise ValueError(f"state: {wrong}")
 
 
 def _c(a: np.ndarray, dtype) -> np.ndarray:
@@ -100,6 +140,7 @@ def lenet_sq(state: dict[str, np.ndarray], x_pad: np.ndarray, y: np.ndarray,
     dtype = state["conv1.weight"].dtype
     bn = "norm1.weight" in state
     c_in = state["conv1.weight"].shape[1]
+    _checked(state, "batchnorm" if bn else "none")
     if x_pad.ndim != 4 or x_pad.shape[1] != c_in or len(y) != len(x_pad):
         raise ValueError(f"x: expected [n, {c_in}, H, W] with one label per sample, got x "
                          f"{tuple(x_pad.shape)} and y {tuple(np.shape(y))}")
@@ -142,6 +183,7 @@ def lenet_batch_sq(state: dict[str, np.ndarray], x_pad: np.ndarray, y: np.ndarra
     in the precision of its weights; the state's arrays are left as they were."""
     dtype = state["conv1.weight"].dtype
     c_in = state["conv1.weight"].shape[1]
+    _checked(state, "batchnorm")
     if x_pad.ndim != 4 or x_pad.shape[1] != c_in or len(y) != len(x_pad) or len(x_pad) < 2:
         raise ValueError(f"x: expected a batch [B >= 2, {c_in}, H, W] with one label per "
                          f"sample, got x {tuple(x_pad.shape)} and y {tuple(np.shape(y))}")

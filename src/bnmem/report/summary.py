@@ -222,7 +222,7 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
     bn_pair, reg_pair = "batchnorm_minus_none", "batchnorm_reg_minus_batchnorm"
     at = AT_FRONTIER if crit(bn_pair, "auc_all") else AT_WITHIN
     auc_eq, auc_key = (("auc_all", "all queries") if crit(bn_pair, "auc_all")
-                       else ("auc_identity", "identity query, the one recorded every epoch"))
+                       else ("auc_identity", "identity query, the one recorded during training"))
     rows = [
         _claim("BN memorizes flipped labels more (Feldman-Zhang: shadow models' accuracy on "
                "flipped samples with the flipped label when IN minus when OUT, BN - none)",

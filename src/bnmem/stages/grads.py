@@ -13,7 +13,7 @@ from bnmem.grads.checkpoints import grads_for_arm, native_norm
 from bnmem.core.io import InputError, load_state, read_state_arrays, save_csv, save_json, save_npz
 from bnmem.core.records import TargetRecord
 from bnmem.data.pool import load_pool
-from bnmem.native.arrays import lenet_keys
+from bnmem.native.arrays import check_state, lenet_keys
 
 log = logging.getLogger("bnmem.grads.per_sample")
 
@@ -49,6 +49,10 @@ def main() -> None:
         for k in epochs:
             path = args.model if k == epochs[-1] else Path(args.checkpoints) / f"epoch_{k}.pt"
             state = read(path)
+            if norm is not None:  # the C kernels index by LeNet's shapes: check them all
+                wrong = check_state(state, norm, spec.in_channels, spec.num_classes)
+                if wrong:
+                    raise InputError(f"{path}: {wrong}; re-run train@{spec.arm}")
             if set(state) != set(keys):
                 raise InputError(f"{path}: keys do not match a {spec.arch}/{spec.norm} model")
             log.info("checkpoint epoch %d", k)
