@@ -152,6 +152,20 @@ def test_lenet_targets_train_as_the_shadows_do(tmp_path, one_torch_thread):
     pred = predict_states(meta, states, x)[0].argmax(1).numpy()
     assert history[-1]["clean_train_acc"] == float((pred == pool["y_train"]).mean())
     assert len(history) == 2 and {"test_acc", "flipped_mem_acc", "lr"} <= set(history[0])
+    # measured on a second thread while the next epoch trains: in epoch order, each epoch's
+    # own weights (epoch 1 is not the final model), and a measurement's error is raised
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert history[0]["clean_train_acc"] != history[1]["clean_train_acc"] or \
+        history[0]["test_acc"] != history[1]["test_acc"]
+    seen = []
+
+    def on_epoch(epoch, model, rec):
+        seen.append(epoch)
+        if epoch == 1:
+            raise RuntimeError("checkpoint disk full")
+    with pytest.raises(RuntimeError, match="disk full"):
+        train_target(cfg, "batchnorm", pool, test, on_epoch)
+    assert seen[0] == 1
 
 
 def test_lower_median_is_torch_median_and_nan_propagates():

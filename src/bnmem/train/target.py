@@ -6,6 +6,7 @@ the plain loop (bnmem.train.recipe.fit)."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -62,15 +63,22 @@ def train_target(cfg: Config, arm: str, pool: dict[str, np.ndarray], test: dict[
             on_epoch(epoch, model, rec)
 
     if stacked:
-        model, history = build(spec), []
+        model, history, pending = build(spec), [], []
 
-        def hook(epoch: int, states: list[dict], recs: list[dict]) -> None:
-            model.load_state_dict(states[0])
-            rec = dict(recs[0])
+        def measured(epoch: int, state: dict, rec: dict) -> None:
+            torch.set_num_threads(1)  # OpenMP keeps the count per thread
+            model.load_state_dict(state)
             measure(epoch, model, rec)
             history.append(rec)
-        train_stack(cfg, arm, x, y, np.ones((1, len(y)), bool), spec, [cfg.seed], [cfg.seed],
-                    on_epoch=hook)
+
+        # each epoch is measured on a second thread while the next one trains (the state is
+        # train_stack's copy; one worker keeps the epochs, checkpoints and logs in order)
+        with ThreadPoolExecutor(1) as worker:
+            train_stack(cfg, arm, x, y, np.ones((1, len(y)), bool), spec, [cfg.seed],
+                        [cfg.seed], on_epoch=lambda epoch, states, recs: pending.append(
+                            worker.submit(measured, epoch, states[0], dict(recs[0]))))
+        for done in pending:
+            done.result()  # a measurement's error, raised here
     else:
         model, history = fit(cfg, arm, x, y, spec, init_seed=cfg.seed, order_seed=cfg.seed,
                              on_epoch=measure, progress=progress)
