@@ -171,7 +171,7 @@ def read_state_arrays(path: str | Path) -> dict[str, np.ndarray] | None:
                     if (info.compress_type != zipfile.ZIP_STORED  # no inflating (zip bombs)
                             or info.file_size != int(pid[4]) * dtype.itemsize):
                         raise _NotPlain
-                    storages[key] = np.frombuffer(z.read(info), dtype=dtype).astype(dtype.newbyteorder("="))
+                    storages[key] = np.frombuffer(z.read(info), dtype=dtype)  # read-only
                 return storages[key]
 
             if z.getinfo(pkl[0]).file_size > 1 << 24:  # a state_dict's pickle is kilobytes
@@ -186,12 +186,13 @@ def read_state_arrays(path: str | Path) -> dict[str, np.ndarray] | None:
 
 def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple,
                     requires_grad=False, hooks=None, metadata=None) -> np.ndarray:
-    """torch._utils._rebuild_tensor_v2 for a contiguous tensor, as a numpy copy."""
+    """torch._utils._rebuild_tensor_v2 for a contiguous tensor, as a numpy copy in the
+    host's byte order (the one copy of the file's bytes)."""
     n = int(np.prod(size, dtype=np.int64))
     expected = tuple(int(np.prod(size[i + 1:], dtype=np.int64)) for i in range(len(size)))
     if tuple(stride) != expected and n > 1 or offset + n > storage.size:
         raise _NotPlain
-    return storage[offset:offset + n].reshape(size).copy()
+    return storage[offset:offset + n].reshape(size).astype(storage.dtype.newbyteorder("="))
 
 
 class _StateUnpickler(pickle.Unpickler):

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from bnmem.core.config import Config
+from bnmem.core.config import GRAD_DEFINITIONS, Config
 from bnmem.core.records import ModelSpec
 from bnmem.core.schedule import batch_order
 from bnmem.data.images import preprocess_array
@@ -25,7 +25,6 @@ from bnmem.grads.summary import histogram, summarize
 from bnmem.native import arrays
 
 log = logging.getLogger("bnmem.grads")
-DEFINITIONS = ("eval", "batch")
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ def checkpoint_rows(states: Iterable, norms_of: Callable[[object, str], GradNorm
     final = None
     states = list(states)
     for i, state in enumerate(states):
-        wanted = DEFINITIONS if coupled else ("eval",)
+        wanted = GRAD_DEFINITIONS if coupled else ("eval",)
         if coupled and (other == "never" or (other == "final" and i < len(states) - 1)):
             wanted = (definition,)
         for d in wanted:

@@ -100,15 +100,6 @@ def check_state(state: dict[str, np.ndarray], norm: str, channels: int, classes:
     return None
 
 
-def state_norm(state: dict[str, np.ndarray]) -> str | None:
-    """The norm (none | batchnorm) of a LeNet state_dict whose keys are exactly LeNet's,
-    else None."""
-    for norm in NORMS:
-        if list(state) == lenet_keys(norm):
-            return norm
-    return None
-
-
 def applies(norm: str, channels: int, classes: int, dtype, kernel: str = "lenet_sq") -> bool:
     """Whether `kernel` runs here for LeNets with this norm, input channels and classes."""
     return (norm in NORMS and 1 <= channels <= 3 and 1 <= classes <= 256

@@ -13,7 +13,7 @@ from bnmem.grads.checkpoints import grads_for_arm, native_norm
 from bnmem.core.io import InputError, load_state, read_state_arrays, save_csv, save_json, save_npz
 from bnmem.core.records import TargetRecord
 from bnmem.data.pool import load_pool
-from bnmem.native.arrays import check_state, lenet_keys
+from bnmem.native.arrays import check_state
 
 log = logging.getLogger("bnmem.grads.per_sample")
 
@@ -34,11 +34,9 @@ def main() -> None:
     norm = native_norm(cfg, spec)  # a LeNet on the CPU: arrays and C kernels, no torch
     cli.setup(cfg.train.threads, torch=norm is None)
     pool = load_pool(args.pool)
-    if norm is not None:
-        keys = lenet_keys(norm)
-    else:
+    if norm is None:  # the torch path: the module's keys (load_state_dict checks shapes)
         from bnmem.models.spec import build
-        keys = list(build(spec).state_dict())
+        keys = set(build(spec).state_dict())
 
     def read(path) -> dict:
         if norm is not None and (state := read_state_arrays(path)) is not None:
@@ -49,12 +47,12 @@ def main() -> None:
         for k in epochs:
             path = args.model if k == epochs[-1] else Path(args.checkpoints) / f"epoch_{k}.pt"
             state = read(path)
-            if norm is not None:  # the C kernels index by LeNet's shapes: check them all
-                wrong = check_state(state, norm, spec.in_channels, spec.num_classes)
-                if wrong:
-                    raise InputError(f"{path}: {wrong}; re-run train@{spec.arm}")
-            if set(state) != set(keys):
-                raise InputError(f"{path}: keys do not match a {spec.arch}/{spec.norm} model")
+            # the array path's C kernels index by LeNet's shapes: every key and shape checked
+            wrong = (check_state(state, norm, spec.in_channels, spec.num_classes) if norm
+                     else None if set(state) == keys
+                     else f"keys do not match a {spec.arch}/{spec.norm} model")
+            if wrong:
+                raise InputError(f"{path}: {wrong}; re-run train@{spec.arm}")
             log.info("checkpoint epoch %d", k)
             yield state
 
