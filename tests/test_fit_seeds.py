@@ -19,6 +19,8 @@ def test_candidates_parse_into_overrides_on_the_grid_recipe():
     assert fit_seeds.overrides("grid") == {}
     assert fit_seeds.overrides("lr0.05+e24") == {"train.lr": 0.05, "train.epochs": 24}
     assert fit_seeds.overrides("w0.5+bs32") == {"train.warmup_epochs": 0.5, "train.batch_size": 32}
+    assert fit_seeds.overrides("wd0+m0.8+w1") == {"train.weight_decay": 0.0, "train.momentum": 0.8,
+                                                  "train.warmup_epochs": 1.0}
     with pytest.raises(ConfigError, match="'x3'"):
         fit_seeds.overrides("lr0.1+x3")
     with pytest.raises(ConfigError, match="'e'"):

@@ -12,7 +12,8 @@ beside it (<out>_<arch>_<dataset>_<arm>.md).
         --candidates grid,lr0.05+e24 --out results/fit_seeds.jsonl
 
 A candidate is `grid` (grid.yaml as committed) or `+`-joined overrides on top of it:
-lr<x> (train.lr), e<k> (train.epochs), w<x> (train.warmup_epochs), bs<k> (train.batch_size).
+lr<x> (train.lr), e<k> (train.epochs), w<x> (train.warmup_epochs), bs<k> (train.batch_size),
+wd<x> (train.weight_decay), m<x> (train.momentum).
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ import grid  # noqa: E402
 from grid import cells  # noqa: E402
 
 KEYS = {"lr": ("train.lr", float), "e": ("train.epochs", int),
-        "w": ("train.warmup_epochs", float), "bs": ("train.batch_size", int)}
+        "w": ("train.warmup_epochs", float), "bs": ("train.batch_size", int),
+        "wd": ("train.weight_decay", float), "m": ("train.momentum", float)}
 
 
 def overrides(candidate: str) -> dict:
@@ -53,7 +55,7 @@ def overrides(candidate: str) -> dict:
             name, tp = KEYS[key]
             out[name] = tp(part[len(key):])
         except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"--candidates: {part!r} is not one of lr<x>, e<k>, w<x>, bs<k> "
+            raise ConfigError(f"--candidates: {part!r} is not one of lr<x>, e<k>, w<x>, bs<k>, wd<x>, m<x> "
                               "(joined by +) or grid") from None
     return out
 
