@@ -146,9 +146,13 @@ def main() -> None:
             print(f"{name}-seed{seed} {cand}: fit {row['fit']:.3f} test {row['test']:.3f} "
                   f"({row['seconds']} s)", flush=True)
     min_fit = spec.get("fit_rule", {}).get("min_clean_train_acc", 0.8)
-    stamps = {grid.stamp({**params, **over, "seed": s, "arm": args.arm})
-              for _, params in todo for s in spec.get("seeds", [0]) for _, over in cands}
-    mine = [r for r in rows if r["stamp"] in stamps]  # this grid.yaml's runs only
+    # every candidate ever run for this arch, dataset and arm, not only this call's; of
+    # each, only the runs at this grid.yaml's settings
+    seen = dict.fromkeys([c for c, _ in cands] + [r["candidate"] for r in rows if (
+        r["arch"], r["dataset"], r["arm"]) == (args.arch, args.dataset, args.arm)])
+    stamps = {grid.stamp({**params, **overrides(c), "seed": s, "arm": args.arm})
+              for _, params in todo for s in spec.get("seeds", [0]) for c in seen}
+    mine = [r for r in rows if r["stamp"] in stamps]
     replicates = [(params["noise_rate"], s) for _, params in todo for s in spec.get("seeds", [0])]
     md = out.with_name(f"{out.stem}_{args.arch}_{args.dataset}_{args.arm}.md")
     head = (f"# Fit over the grid's replicates: {args.arch}, {args.dataset}, arm `{args.arm}`\n\n"
