@@ -27,6 +27,16 @@ def test_cells_and_replicates_cover_the_spec_with_per_arch_settings():
     assert len(units) == 12 * len(spec["seeds"]) and len(spec["seeds"]) >= 3
     assert [u[2] for u in units[:12]] == [spec["seeds"][0]] * 12  # every cell's first replicate first
     assert units[12][0] == "lenet-fashion_mnist-noise0.01-seed1" and units[12][3]["seed"] == 1
+    # per_arch_dataset goes over per_arch for that arch on that dataset only
+    for key, over in spec.get("per_arch_dataset", {}).items():
+        arch, dataset = key.split("-")
+        for name, params in cells.items():
+            mine = params["arch"] == arch and params["dataset"] == dataset
+            for k, v in over.items():
+                assert (params.get(k) == v) if mine else (
+                    params.get(k) == spec["per_arch"].get(params["arch"], {}).get(k)), (name, k)
+    with pytest.raises(SystemExit, match="per_arch_dataset: 'densenet_cpu-cifar10' is not"):
+        grid.cells({**spec, "per_arch_dataset": {"densenet_cpu-cifar10": {"train.lr": 0.1}}})
     # the stamp is the settings: the same unit keeps it whatever the code
     assert grid.stamp(units[0][3]) == grid.stamp(dict(units[0][3]))
     assert grid.stamp(units[0][3]) != grid.stamp({**units[0][3], "seed": 7})

@@ -42,11 +42,18 @@ FIGURES = {"auc_all_matched_heldout": "matched held-out accuracy (primary)",
 
 
 def cells(spec: dict) -> list[tuple[str, dict]]:
-    """(name, {param: value}) of every cell, in grid order."""
+    """(name, {param: value}) of every cell, in grid order: `common`, then `per_arch`, then
+    `per_arch_dataset` (keyed `<arch>-<dataset>`) over params.yaml."""
+    pairs = {f"{a}-{d}" for a, d in product(spec["archs"], spec["datasets"])}
+    for key in spec.get("per_arch_dataset", {}):
+        if key not in pairs:
+            raise SystemExit(f"grid.yaml per_arch_dataset: {key!r} is not <arch>-<dataset> of "
+                             f"the grid; valid: {', '.join(sorted(pairs))}")
     out = []
     for arch, dataset, noise in product(spec["archs"], spec["datasets"], spec["noise_rates"]):
         params = {"arch": arch, "dataset": dataset, "noise_rate": noise, "arms": spec["arms"],
-                  **spec.get("common", {}), **spec.get("per_arch", {}).get(arch, {})}
+                  **spec.get("common", {}), **spec.get("per_arch", {}).get(arch, {}),
+                  **spec.get("per_arch_dataset", {}).get(f"{arch}-{dataset}", {})}
         out.append((f"{arch}-{dataset}-noise{noise}", params))
     return out
 
