@@ -28,3 +28,21 @@ def test_readme_numbers_come_from_the_report(heading, report):
     text = _norm((ROOT / report).read_text())
     missing = [q for q in quoted if _norm(q) not in text]
     assert not missing, f"README quotes intervals {report} does not hold: {missing}"
+
+
+def test_readme_tpr_1e4_coverage_comes_from_its_study():
+    """The 1e-4 coverage README (and the report's caveat) quotes is the seed-20 study's."""
+    import json
+    study = json.loads((ROOT / "results" / "coverage_vlow_seed20.json").read_text())["table"]["both"]
+    one, paired = study["tpr_vlow_all"], study["tpr_vlow_all_delta"]
+    assert one["runs"] == paired["runs"] == 500
+    readme = (ROOT / "README.md").read_text()
+    quoted = f"**{one['coverage']:.3f}** / {one['mean_width']:.4f} for one arm and " \
+             f"**{paired['coverage']:.3f}** / {paired['mean_width']:.4f} for the paired"
+    assert quoted in " ".join(readme.split()), quoted
+    verdict = ("calibrated" if 0.93 <= min(one["coverage"], paired["coverage"])
+               and max(one["coverage"], paired["coverage"]) <= 0.97 else
+               "under-covers" if min(one["coverage"], paired["coverage"]) < 0.93 else "conservative")
+    assert f"paired difference: {verdict}" in " ".join(readme.split())
+    report = " ".join((ROOT / "report.md").read_text().split())
+    assert f"coverage {one['coverage']:.3f} one arm, {paired['coverage']:.3f} paired" in report
