@@ -205,4 +205,9 @@ def test_zoo_reading_asks_bn_minus_groupnorm_directly():
     cells_ = [grid.combine([r for r in reps if r["cell"] == name], spec["fit_rule"])
               for name, _ in grid.cells(spec) if any(r["cell"] == name for r in reps)]
     readings = [grid.zoo_reading(c) for c in cells_]
-    assert readings.count(grid.SPECIFIC) == 0 and readings.count(grid.ALIKE) == 2
+    assert readings.count(grid.SPECIFIC) == 0 and readings.count(grid.ALIKE) == 3
+    assert len(cells_) == 12 and not any(c["flagged_arms"] for c in cells_)  # every arm fits
+    # README's count of each reading is the committed grid's
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{readings.count(grid.NO_EXCESS)} show no excess (BN − none's interval covers 0); "
+            f"{readings.count(grid.ALIKE)} show one that is not told apart from GroupNorm's") in text

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -128,6 +129,14 @@ def summarize(train: dict, deltas: dict, summary: dict, fit_rule: dict,
             "deltas": rows, "verdicts": verdicts, "flagged_arms": flagged}
 
 
+def _machine() -> str:
+    """lscpu's model, family and model of the machine that ran the unit (wall times differ
+    between machines; not part of the stamp)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from lscpu import describe
+    return f"{describe()}, {os.cpu_count()} cores"
+
+
 def run_unit(unit: str, cell: str, seed: int, params: dict, fit_rule: dict, out: Path,
              exp: str | None = None) -> dict:
     """Run one replicate as a DVC experiment; its record goes to out/<cell>/seed_<s>.json
@@ -146,7 +155,7 @@ def run_unit(unit: str, cell: str, seed: int, params: dict, fit_rule: dict, out:
                     _show(commit, "results/membership.json"))
     record = {"cell": cell, "seed": seed, "unit": unit, "params": params, "stamp": stamp(params),
               "experiment": name, "commit": commit, "code": code_commit(),
-              "wall_s": round(wall, 1), **row}
+              "wall_s": round(wall, 1), "machine": _machine(), **row}
     if exp is None:
         (out / cell).mkdir(parents=True, exist_ok=True)
         (out / cell / f"seed_{seed}.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
