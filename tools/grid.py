@@ -505,9 +505,12 @@ def main() -> None:
         old = json.loads((out / cell / f"seed_{seed}.json").read_text())
         new = run_unit(unit, cell, seed, params, spec["fit_rule"], out, exp=f"grid-check-{unit}")
         a, b = numbers(old), numbers(new)
-        moved = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-        print(f"{unit}: code {old['code'][:7]} -> {new['code'][:7]}: "
-              f"{len(a) - len(moved)} of {len(a)} numbers identical; moved: {moved or 'none'}")
+        moved = {k: (a.get(k), b.get(k)) for k in sorted(a) if a.get(k) != b.get(k)}
+        added = sorted(k for k in b if k not in a)  # figures the unit's code did not record yet
+        print(f"{unit}: code {old['code'][:7]} on {old.get('machine', 'an unrecorded machine')} "
+              f"-> {new['code'][:7]} on {new['machine']}: {len(a) - len(moved)} of {len(a)} "
+              f"numbers identical; moved: {moved or 'none'}; new since (not compared): "
+              f"{', '.join(added) or 'none'}")
         sys.exit(1 if moved else 0)
     for unit, cell, seed, params in todo:
         if args.report_only or args.only not in unit:
