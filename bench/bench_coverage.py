@@ -10,7 +10,7 @@ from pathlib import Path
 
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 import lscpu  # noqa: E402  (bench/lscpu.py: the machine line)
-from bnmem.attack.coverage import FIGURES, VLOW_FIGURES, coverage_table
+from bnmem.attack.coverage import EXTRA_FIGURES, FIGURES, VLOW_FIGURES, coverage_table
 from bnmem.attack.intervals import PROCEDURES
 
 
@@ -25,6 +25,15 @@ def study_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draws", type=int, default=100)
     p.add_argument("--truth-runs", type=int, default=1000)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--flipped", type=float, default=0.1, help="share of flipped samples")
+    p.add_argument("--ood", type=float, default=0.0,
+                   help="share of OOD samples (the fz_ood figures need some; the default run: 0.01)")
+
+
+def sample_flags(args: argparse.Namespace) -> str:
+    """The sample-composition flags of a study's command line (only where not the default)."""
+    return ((f" --flipped {args.flipped}" if args.flipped != 0.1 else "")
+            + (f" --ood {args.ood}" if args.ood else ""))
 
 
 def main() -> None:
@@ -40,6 +49,8 @@ def main() -> None:
     p.add_argument("--n-models", type=int, default=16, help="shadow models (even)")
     p.add_argument("--store", default=None,
                    help="resumable record of finished units (.jsonl): a killed study resumes")
+    p.add_argument("--extra", action="store_true",
+                   help="also Feldman-Zhang on OOD samples (with --ood) and held-out accuracy")
     p.add_argument("--vlow", action="store_true",
                    help="also TPR at FPR 1e-4 (needs n-models/2 x n >= 100 000 negatives)")
     args = p.parse_args()
@@ -51,22 +62,26 @@ def main() -> None:
     res = coverage_table(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                          workers=args.workers, procedures=procs, seed=args.seed,
                          arm_rho=args.arm_rho, n_models=args.n_models,
-                         figures=VLOW_FIGURES if args.vlow else FIGURES,
-                         store=Path(args.store) if args.store else None)
+                         figures=(VLOW_FIGURES if args.vlow else FIGURES)
+                         + (EXTRA_FIGURES if args.extra else ()),
+                         store=Path(args.store) if args.store else None,
+                         flipped=args.flipped, ood=args.ood)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} --workers {args.workers} "
                       f"--procedures {args.procedures} --seed {args.seed} --arm-rho {args.arm_rho}"
                       + (f" --n-models {args.n_models}" if args.n_models != 16 else "")
-                      + (" --vlow" if args.vlow else "")
+                      + (" --vlow" if args.vlow else "") + (" --extra" if args.extra else "")
+                      + sample_flags(args)
                       + (f" --store {args.store}" if args.store else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     names = list(res["truth"])
     md = ["# Coverage of 95 % interval procedures (bench/bench_coverage.py)", "",
           f"{res['runs']} simulated runs of {res['n_models']} shadow models "
           f"({res['n_models'] // 2} complementary "
-          f"pairs) x {res['n']} samples ({res['flipped']:.0%} flipped: harder and memorized "
+          f"pairs) x {res['n']} samples ({res['flipped']:.0%} flipped"
+          + (f", {res['ood']:.0%} OOD" if res.get("ood") else "") + ": harder and memorized "
           "more), two paired arms with membership effects "
           f"{res['effects'][0]} / {res['effects'][1]} whose model noise correlates "
           f"{res['arm_rho']} (bnmem.attack.simulate); {res['draws']} "

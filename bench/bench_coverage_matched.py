@@ -12,7 +12,7 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 from bnmem.attack.coverage_matched import matched_coverage
 
-from bench_coverage import _cpu, study_args
+from bench_coverage import _cpu, sample_flags, study_args
 
 
 def main() -> None:
@@ -33,19 +33,22 @@ def main() -> None:
     procs = tuple(args.procedures.split(","))
     res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                            workers=args.workers, procedures=procs, seed=args.seed,
-                           arm_rho=args.arm_rho, end_rho=args.end_rho)
+                           arm_rho=args.arm_rho, end_rho=args.end_rho,
+                           flipped=args.flipped, ood=args.ood)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage_matched.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} "
                       f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}"
                       + (f" --arm-rho {args.arm_rho}" if args.arm_rho is not None else "")
-                      + (f" --end-rho {args.end_rho}" if args.end_rho is not None else ""))
+                      + (f" --end-rho {args.end_rho}" if args.end_rho is not None else "")
+                      + sample_flags(args))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     md = ["# Coverage at matched held-out accuracy (bench/bench_coverage_matched.py)", "",
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "
           f"{res['n_models']} shadow models (8 complementary pairs) x {res['n']} samples "
-          f"({res['flipped']:.0%} flipped), utility shifts {res['utility']} and membership "
+          f"({res['flipped']:.0%} flipped" + (f", {res['ood']:.0%} OOD" if res.get("ood") else "")
+          + f"), utility shifts {res['utility']} and membership "
           f"effects {res['effect']} per arm and endpoint (bnmem.attack.coverage_matched), "
           + ("arms sharing all model noise and endpoints' noise correlated 0.49"
              if res["arm_rho"] is None and res["end_rho"] is None else

@@ -34,3 +34,33 @@ def test_matched_heldout_intervals_cover_on_simulated_runs():
         assert mixed[name]["runs"] == 20
         assert mixed[name]["coverage"] >= 0.8, (name, mixed[name])
 
+
+
+def test_ood_samples_are_hard_and_memorized_and_every_read_is_simulated():
+    """OOD samples (kind 2) sit low and are memorized like flipped ones, so the OOD
+    figures the verdicts read have a signal; matched fit and the overlap reads come out of
+    the same draws as the primary criterion; without OOD samples their figures are absent."""
+    from bnmem.attack.coverage import EXTRA_FIGURES, FIGURES, draw_figures, sample_kinds
+    from bnmem.attack.coverage_matched import FIGURES as MATCHED, _rows
+    from bnmem.attack.simulate import synthetic_phi
+    kind = sample_kinds(2000, 0.05, 0.01)
+    assert (kind == 1).sum() == 100 and (kind == 2).sum() == 20 and kind[100:120].tolist() == [2] * 20
+    phi, keep = synthetic_phi(16, 2000, 1, 0.0, 3, arm_effects=(0.6, 0.3), kind=kind, arm_rho=0.3)
+    correct = phi[0, ..., 0] > 0
+    ood, clean = kind == 2, kind == 0
+    assert correct[~keep & ood[None]].mean() < correct[~keep & clean[None]].mean() - 0.2  # hard
+    assert correct[keep & ood[None]].mean() > correct[~keep & ood[None]].mean() + 0.1  # memorized
+    f = draw_figures(phi, keep, kind, np.ones((1, 8), np.int64), np.ones((1, 2000)),
+                     FIGURES + EXTRA_FIGURES)[:, 0]
+    fz_ood, acc = f[:, len(FIGURES)], f[:, len(FIGURES) + 1]
+    assert fz_ood[0] > fz_ood[1] > 0 and 0.3 < acc[0] < 0.9  # the stronger arm memorizes more
+    rows = {}
+    for k in (kind, sample_kinds(2000, 0.05)):
+        ph, kp = simulate(16, 2000, k, 4, arm_rho=0.3, end_rho=0.3)
+        rows[len(np.unique(k))] = dict(zip([m[0] for m in MATCHED],
+                                           _rows(ph, kp, k, np.ones((1, 8), np.int64), np.ones((1, 2000)))[0]))
+    with_ood, without = rows[3], rows[2]
+    assert all(np.isfinite(v) for v in with_ood.values()), with_ood
+    assert np.isnan(without["fz_ood_matched"]) and np.isnan(without["fz_ood_fit"])
+    # matched fit is read at its own common point, not at the held-out one
+    assert without["auc_matched"] != without["auc_fit"]  # two criteria, two common points

@@ -29,12 +29,19 @@ FIGURES = ("auc_all", "fz_flipped", "tpr_low_all")  # one arm; each also as arm0
 # TPR at FPR 1e-4 exists only with >= 100 000 negatives (e.g. 64 models x 3 200 samples,
 # the full-scale run's shape): a study of it asks for it with figures=VLOW_FIGURES
 VLOW_FIGURES = FIGURES + ("tpr_vlow_all",)
+# the other figures a verdict reads at equal epochs: memorization of the OOD samples (needs
+# `ood` > 0) and held-out accuracy (the regularizer's accuracy claim); each also as a - b
+EXTRA_FIGURES = ("fz_ood", "out_acc_clean")
 VARIANT = "lira_online_fixed"
 
 
-def sample_kinds(n: int, flipped: float) -> np.ndarray:
+def sample_kinds(n: int, flipped: float, ood: float = 0.0) -> np.ndarray:
+    """[n] sample kinds: the first round(flipped n) flipped (1), the next round(ood n) OOD
+    (2), the rest clean (0)."""
     kind = np.zeros(n, np.int8)
-    kind[: int(round(flipped * n))] = 1
+    n_flip, n_ood = int(round(flipped * n)), int(round(ood * n))
+    kind[:n_flip] = 1
+    kind[n_flip:n_flip + n_ood] = 2
     return kind
 
 
@@ -92,12 +99,14 @@ def coverage_table(runs: int, n: int = 1250, n_models: int = 16, draws: int = 10
                    effects: tuple[float, float] = (0.6, 0.3), truth_runs: int = 400,
                    flipped: float = 0.1, seed: int = 0, workers: int = 1,
                    procedures: tuple[str, ...] = PROCEDURES, arm_rho: float = 1.0,
-                   figures: tuple[str, ...] = FIGURES, store: Path | None = None) -> dict:
+                   figures: tuple[str, ...] = FIGURES, store: Path | None = None,
+                   ood: float = 0.0) -> dict:
     """Coverage and mean width of every procedure for every figure (see the module
     docstring); runs and truth runs use disjoint seeds; `arm_rho`: how much model noise
     the two arms share (bnmem.attack.simulate.synthetic_phi); `store`: a resumable
-    record of the finished units (simulate_all)."""
-    kind = sample_kinds(n, flipped)
+    record of the finished units (simulate_all); `ood`: the share of OOD samples (hard and
+    memorized like flipped ones), which fz_ood needs."""
+    kind = sample_kinds(n, flipped, ood)
     names = list(figures) + [f"{f}_delta" for f in figures]
     truth_args = [(n_models, n, effects, kind, seed * 1_000_003 + 500_000 + s, arm_rho, figures)
                   for s in range(truth_runs)]
@@ -106,7 +115,7 @@ def coverage_table(runs: int, n: int = 1250, n_models: int = 16, draws: int = 10
     truth, done = simulate_all(truth_row, truth_args, _run, run_args, workers, store)
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models, "draws": draws, "effects": list(effects),
-            "flipped": flipped, "arm_rho": arm_rho, "truth_runs": truth_runs,
+            "flipped": flipped, "ood": ood, "arm_rho": arm_rho, "truth_runs": truth_runs,
             "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}
 
 

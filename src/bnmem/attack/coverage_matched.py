@@ -19,18 +19,25 @@ from __future__ import annotations
 import numpy as np
 
 from bnmem.attack.lira import PairSignals
-from bnmem.attack.coverage import simulate_all, tabulate
+from bnmem.attack.coverage import sample_kinds, simulate_all, tabulate
 from bnmem.attack.frontier import draw_compare
 from bnmem.attack.intervals import IntervalPlan, designs
 from bnmem.core.keep import keep_matrix
 from bnmem.attack.resample import arm_draw, draw_designs
 
 VARIANT = "lira_online_fixed"
-# (figure, key of draw_compare's row) under the primary criterion
-FIGURES = (("auc_matched", "auc_all"), ("auc_overlap", "auc_all_overlap"),
-           ("fz_flipped_matched", "fz_flipped"), ("tpr_low_matched", "tpr_low_all"))
-PLAN_NAME = {"auc_matched": "auc_all", "auc_overlap": "auc_all",
-             "fz_flipped_matched": "fz_flipped", "tpr_low_matched": "tpr_low_all"}
+# (figure, criterion, key of draw_compare's row): the primary criterion (held-out accuracy)
+# at the common point and over the overlap, and matched fit, which the verdict checks against
+# it; fz_ood figures need OOD samples (`ood` > 0), nan otherwise
+FIGURES = (("auc_matched", "heldout", "auc_all"), ("auc_overlap", "heldout", "auc_all_overlap"),
+           ("fz_flipped_matched", "heldout", "fz_flipped"),
+           ("tpr_low_matched", "heldout", "tpr_low_all"),
+           ("fz_flipped_overlap", "heldout", "fz_flipped_overlap"),
+           ("fz_ood_matched", "heldout", "fz_ood"),
+           ("auc_fit", "fit", "auc_all"), ("auc_fit_overlap", "fit", "auc_all_overlap"),
+           ("fz_flipped_fit", "fit", "fz_flipped"), ("fz_ood_fit", "fit", "fz_ood"))
+COMPARED = ("auc_all", "fz_flipped", "fz_ood", "tpr_low_all")  # the figures draw_compare reads
+PLAN_NAME = {name: key.removesuffix("_overlap") for name, _, key in FIGURES}
 # arm a leaks more per endpoint but also gains utility faster; b is the slower learner
 UTILITY = ((-1.2, -0.5, 0.0), (-1.4, -0.8, -0.3))
 EFFECT = ((0.25, 0.45, 0.65), (0.2, 0.35, 0.45))
@@ -51,7 +58,7 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(1.0, 2, n), rng.uniform(0.5, 1.5, n)
     d = np.abs(rng.normal(0, 1, n))
-    hard = np.asarray(kind) == 1
+    hard = np.asarray(kind) >= 1  # flipped and OOD samples
     loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
     strength = rng.normal(1, 0.3, (n_models, 1))
     shift = rng.normal(0, 0.3, (n_models, 1))
@@ -105,9 +112,10 @@ def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarra
           weights: np.ndarray) -> np.ndarray:
     """[draws, figures]: a - b of every FIGURES entry, one row per draw."""
     out = []
+    criteria = tuple(dict.fromkeys(c for _, c, _ in FIGURES))
     for ea, eb in zip(*endpoint_draws(phi, keep, kind, counts, weights)):
-        r = draw_compare(ea, eb, "heldout", ("auc_all", "fz_flipped", "tpr_low_all"))
-        out.append([r[key] for _, key in FIGURES])
+        r = {c: draw_compare(ea, eb, c, COMPARED) for c in criteria}
+        out.append([r[c][key] for _, c, key in FIGURES])
     return np.array(out, dtype=np.float64)
 
 
@@ -131,7 +139,7 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     for proc in procedures:
         plan = IntervalPlan(proc, p, {d: segments[d] for d in designs(proc)})
         ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
-              for j, (f, _) in enumerate(FIGURES)]
+              for j, (f, _, _) in enumerate(FIGURES)]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])
     return out
@@ -140,21 +148,22 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
 def matched_coverage(runs: int, n: int = 800, n_models: int = 16, draws: int = 40,
                      truth_runs: int = 400, flipped: float = 0.1, seed: int = 0,
                      workers: int = 1, procedures: tuple[str, ...] = ("mixed",),
-                     arm_rho: float | None = None, end_rho: float | None = None) -> dict:
+                     arm_rho: float | None = None, end_rho: float | None = None,
+                     ood: float = 0.0) -> dict:
     """Coverage and mean width of each procedure for every FIGURES entry; runs and truth
-    runs use disjoint seeds; arm_rho / end_rho as in `simulate`."""
+    runs use disjoint seeds; arm_rho / end_rho as in `simulate`; `ood`: the share of OOD
+    samples (hard and memorized like flipped ones), which the fz_ood figures need."""
     rho = {"arm_rho": arm_rho, "end_rho": end_rho}
-    kind = np.zeros(n, np.int8)
-    kind[: int(round(flipped * n))] = 1
+    kind = sample_kinds(n, flipped, ood)
     truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s, rho)
                   for s in range(truth_runs)]
     run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures, rho)
                 for r in range(runs)]
     truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
-    names = [f for f, _ in FIGURES]
+    names = [f for f, _, _ in FIGURES]
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models,
-            "draws": draws, "flipped": flipped, "truth_runs": truth_runs,
+            "draws": draws, "flipped": flipped, "ood": ood, "truth_runs": truth_runs,
             "utility": [list(u) for u in UTILITY], "effect": [list(e) for e in EFFECT],
             "arm_rho": arm_rho, "end_rho": end_rho,
             "truth": {name: float(t) for name, t in zip(names, truth)}, "table": table}

@@ -22,14 +22,14 @@ def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
     arms share keep and samples, and their models' noise (per-sample noise, shift,
     strength) is correlated `arm_rho` between arms: 1 shares it all; real shadows of two
     arms with the same seed correlate about 0.3 (bench/results/noise_structure.md).
-    With `kind` [N], flipped samples (1) sit 3 lower (hard: wrong unless memorized) and
-    get a 3x larger membership effect, as a memorized outlier would."""
+    With `kind` [N], flipped (1) and OOD (2) samples sit 3 lower (hard: wrong unless
+    memorized) and get a 3x larger membership effect, as a memorized outlier would."""
     rng = np.random.default_rng([seed, 0x51A])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(0, 2, n), rng.uniform(0.5, 1.5, n)
     d = np.abs(rng.normal(0, 1, n))
     if kind is not None:
-        hard = np.asarray(kind) == 1
+        hard = np.asarray(kind) >= 1
         loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
     strength = rng.normal(1, model_sd, (n_models, 1, 1))
     shift = rng.normal(0, model_sd, (n_models, 1, 1))
