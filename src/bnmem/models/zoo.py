@@ -197,7 +197,8 @@ def make_model(arch: str, norm: str, num_classes: int, in_channels: int, width: 
     """Build a model; with `seed`, weights come from `torch.Generator().manual_seed(seed)`.
 
     Args:
-        arch: `lenet`, `resnet`, `densenet`, or `<module>:<function>` (your own factory).
+        arch: `lenet`, `resnet_cpu`, `densenet_cpu` (the zoo's CPU-sized nets), `resnet`,
+            `densenet` (paper-sized), or `<module>:<function>` (your own factory).
         norm: `none`, `batchnorm`, `groupnorm` or `layernorm`.
         num_classes: output logits.
         in_channels: 1 (greyscale) or 3 (colour).
