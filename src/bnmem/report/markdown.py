@@ -34,9 +34,11 @@ def _procedure_text(procedure: str, draws: int) -> str:
             f"over pool samples ({draws} draws); for TPR at low FPR it comes from {draws} "
             "draws of pairs and samples together; so it includes training randomness. On "
             "simulated runs with a known truth (500 a study, README *Intervals*) it covers "
-            "0.94-0.97 for one arm's AUC and memorization and for the differences at matched "
-            "held-out accuracy, and 0.97-0.98 for TPR at low FPR and for the paired AUC "
-            "difference at equal epochs: those are conservative.")
+            "0.93-0.97 for AUC (one arm; paired, up to 0.98 in some studies; at matched "
+            "held-out accuracy and matched fit), held-out accuracy and one arm's memorization; "
+            "for TPR at low FPR and for memorization differences (paired, or at matched "
+            "utility) it covers 0.97-0.99: conservative, so those verdicts err towards "
+            "*inconclusive*.")
 
 
 def _variance_text(variant: str) -> str:
