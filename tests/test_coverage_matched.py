@@ -30,7 +30,8 @@ def test_matched_heldout_intervals_cover_on_simulated_runs():
                            procedures=("mixed",))
     assert res["truth"]["auc_matched"] > 0  # a leaks more at matched utility (the design)
     mixed = res["table"]["mixed"]
-    for name in ("auc_matched", "auc_overlap", "fz_flipped_matched"):
+    for name in ("auc_matched", "auc_overlap", "fz_flipped_matched", "fz_flipped_overlap",
+                 "auc_fit", "auc_fit_overlap", "fz_flipped_fit"):
         assert mixed[name]["runs"] == 20
         assert mixed[name]["coverage"] >= 0.8, (name, mixed[name])
 
