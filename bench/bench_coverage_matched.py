@@ -12,7 +12,7 @@ from pathlib import Path
 import bnmem  # noqa: F401  (pins the CPU kernels before numpy loads)
 from bnmem.attack.coverage_matched import matched_coverage
 
-from bench_coverage import _cpu, sample_flags, study_args
+from bench_coverage import _cpu, cell, sample_flags, study_args
 
 
 def main() -> None:
@@ -29,13 +29,14 @@ def main() -> None:
     p.add_argument("--out", default="results/coverage_matched.json")
     p.add_argument("--md", default="bench/results/coverage_matched.md")
     args = p.parse_args()
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     procs = tuple(args.procedures.split(","))
     res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                            workers=args.workers, procedures=procs, seed=args.seed,
                            arm_rho=args.arm_rho, end_rho=args.end_rho,
                            flipped=args.flipped, ood=args.ood)
     res["seconds"] = round(time.perf_counter() - t0, 1)
+    res["started"] = started
     res["cpu"] = _cpu()
     res["command"] = (f"python bench/bench_coverage_matched.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} "
@@ -57,18 +58,17 @@ def main() -> None:
           f"{res['draws']} resamples per design and run; every draw through "
           "bnmem.attack.resample.arm_draw and bnmem.attack.frontier.draw_compare (criterion: held-out "
           "accuracy). The truth is the mean point estimate over "
-          f"{res['truth_runs']} independent runs. Nominal 0.95; target 0.93-0.97.", "",
+          f"{res['truth_runs']} independent runs. Nominal 0.95; target 0.93-0.97. Each cell: "
+          "coverage [its 95 % Monte Carlo range over the runs] / mean width; misses: runs "
+          "whose interval lies wholly below / above the truth (nominal 0.025 each).", "",
           "| figure (a - b) | truth | " + " | ".join(f"{p}: coverage / width" for p in procs) + " |",
           "|---|---:|" + "---:|" * len(procs)]
     for name, t in res["truth"].items():
-        cells = []
-        for proc in procs:
-            row = res["table"][proc][name]
-            cells.append("n/a" if row["coverage"] is None
-                         else f"{row['coverage']:.3f} / {row['mean_width']:.4f} ({row['runs']})")
+        cells = [cell(res["table"][proc][name]) + f" ({res['table'][proc][name]['runs']})"
+                 for proc in procs]
         md.append(f"| {name} | {t:.4f} | " + " | ".join(cells) + " |")
     md += ["", "(runs) = simulated runs where the figure and its interval exist.", "",
-           f"`{res['command']}`: {res['seconds']:.0f} s on {res['cpu']}; result also in "
+           f"`{res['command']}`: {res['seconds']:.0f} s on {res['cpu']}, started {res['started']}; result also in "
            f"`{args.out}`."]
     Path(args.md).write_text("\n".join(md) + "\n")
     print("\n".join(md))

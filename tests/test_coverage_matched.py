@@ -37,10 +37,11 @@ def test_matched_heldout_intervals_cover_on_simulated_runs():
 
 
 
-def test_ood_samples_are_hard_and_memorized_and_every_read_is_simulated():
+def test_ood_samples_are_hard_and_memorized_and_the_matched_reads_are_simulated():
     """OOD samples (kind 2) sit low and are memorized like flipped ones, so the OOD
-    figures the verdicts read have a signal; matched fit and the overlap reads come out of
-    the same draws as the primary criterion; without OOD samples their figures are absent."""
+    figures the verdicts read have a signal; matched fit and the overlap reads the study
+    simulates come out of the same draws as the primary criterion; without OOD samples their
+    figures are absent."""
     from bnmem.attack.coverage import EXTRA_FIGURES, FIGURES, draw_figures, sample_kinds
     from bnmem.attack.coverage_matched import FIGURES as MATCHED, _rows
     from bnmem.attack.simulate import synthetic_phi

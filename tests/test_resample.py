@@ -229,3 +229,16 @@ def test_a_stored_study_resumes_to_the_uninterrupted_result(tmp_path):
     assert not same(again, coverage_table(5, **{**kw, "seed": 5}))  # the check can fail
     with pytest.raises(ValueError, match="another study"):
         coverage_table(5, store=store, **{**kw, "seed": 4})
+
+
+def test_tabulate_counts_each_tail_and_its_monte_carlo_range():
+    """Two-sided coverage says nothing of one tail: tabulate counts the intervals wholly
+    below and wholly above the truth, and gives the coverage's Wilson range."""
+    from bnmem.attack.coverage import tabulate, wilson
+    done = [{"p": np.array([[lo], [hi]])} for lo, hi in ((0, 1), (2, 3), (-2, -1), (0.4, 0.6))]
+    row = tabulate(done, np.array([0.5]), ["x"], ["p"])["p"]["x"]
+    assert row["coverage"] == 0.5 and row["runs"] == 4
+    assert row["miss_below"] == 0.25 and row["miss_above"] == 0.25  # (-2, -1) and (2, 3)
+    lo, hi = wilson(0.95, 500)
+    assert 0.926 < lo < 0.928 and 0.965 < hi < 0.967  # about +-1.9 points at 500 runs
+    assert wilson(0.5, 4)[0] == pytest.approx(0.1500, abs=1e-3)
