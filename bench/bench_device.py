@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -50,9 +51,10 @@ def images(pool: str, samples: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         d = load_dataset("fashion_mnist", "train")
     except Exception as exc:  # noqa: BLE001 - one line, whatever the loader says
-        raise SystemExit(f"bench_device: --pool {pool} is missing and Fashion-MNIST is not "
-                         f"installed ({exc}); run `dvc repro prepare` and carry data/prepared, "
-                         "or apt-get install dataset-fashion-mnist")
+        print(f"bench_device: --pool {pool} is missing and Fashion-MNIST is not installed "
+              f"({exc}); run `dvc repro prepare` and carry data/prepared, or apt-get install "
+              "dataset-fashion-mnist", file=sys.stderr)
+        sys.exit(2)
     return d.x[:samples], d.y[:samples]
 
 
