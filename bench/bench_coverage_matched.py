@@ -26,6 +26,8 @@ def main() -> None:
     p.add_argument("--end-rho", type=float, default=None,
                    help="AR(1) correlation of one arm's noise between successive endpoints "
                         "(real shadows: 0.26-0.65, bench/results/noise_structure.md)")
+    p.add_argument("--store", default=None,
+                   help="resumable record of finished units (.jsonl): a killed study resumes")
     p.add_argument("--out", default="results/coverage_matched.json")
     p.add_argument("--md", default="bench/results/coverage_matched.md")
     args = p.parse_args()
@@ -34,7 +36,8 @@ def main() -> None:
     res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
                            workers=args.workers, procedures=procs, seed=args.seed,
                            arm_rho=args.arm_rho, end_rho=args.end_rho,
-                           flipped=args.flipped, ood=args.ood)
+                           flipped=args.flipped, ood=args.ood,
+                           store=Path(args.store) if args.store else None)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["started"] = started
     res["cpu"] = _cpu()
@@ -43,7 +46,7 @@ def main() -> None:
                       f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}"
                       + (f" --arm-rho {args.arm_rho}" if args.arm_rho is not None else "")
                       + (f" --end-rho {args.end_rho}" if args.end_rho is not None else "")
-                      + sample_flags(args))
+                      + sample_flags(args) + (f" --store {args.store}" if args.store else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     md = ["# Coverage at matched held-out accuracy (bench/bench_coverage_matched.py)", "",
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "

@@ -16,6 +16,8 @@ interval from bnmem.attack.intervals.IntervalPlan, exactly as the attack stage r
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bnmem.attack.lira import PairSignals
@@ -149,17 +151,18 @@ def matched_coverage(runs: int, n: int = 800, n_models: int = 16, draws: int = 4
                      truth_runs: int = 400, flipped: float = 0.1, seed: int = 0,
                      workers: int = 1, procedures: tuple[str, ...] = ("mixed",),
                      arm_rho: float | None = None, end_rho: float | None = None,
-                     ood: float = 0.0) -> dict:
+                     ood: float = 0.0, store: Path | None = None) -> dict:
     """Coverage and mean width of each procedure for every FIGURES entry; runs and truth
     runs use disjoint seeds; arm_rho / end_rho as in `simulate`; `ood`: the share of OOD
-    samples (hard and memorized like flipped ones), which the fz_ood figures need."""
+    samples (hard and memorized like flipped ones), which the fz_ood figures need; `store`:
+    a resumable record of the finished units (coverage.simulate_all)."""
     rho = {"arm_rho": arm_rho, "end_rho": end_rho}
     kind = sample_kinds(n, flipped, ood)
     truth_args = [(n_models, n, kind, seed * 1_000_003 + 500_000 + s, rho)
                   for s in range(truth_runs)]
     run_args = [(n_models, n, kind, draws, seed * 1_000_003 + r, procedures, rho)
                 for r in range(runs)]
-    truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers)
+    truth, done = simulate_all(_truth_row, truth_args, _run, run_args, workers, store)
     names = [f for f, _, _ in FIGURES]
     table = tabulate(done, truth, names, procedures)
     return {"procedures": list(procedures), "runs": runs, "n": n, "n_models": n_models,
