@@ -1,6 +1,8 @@
 """The intervals at matched held-out accuracy (annealed endpoints interpolated by
 bnmem.attack.frontier) cover a known truth on simulated runs: a fast, seeded version of
 bench/bench_coverage_matched.py (500 runs there, bench/results/coverage_matched.md)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -66,3 +68,18 @@ def test_ood_samples_are_hard_and_memorized_and_the_matched_reads_are_simulated(
     assert np.isnan(without["fz_ood_matched"]) and np.isnan(without["fz_ood_fit"])
     # matched fit is read at its own common point, not at the held-out one
     assert without["auc_matched"] != without["auc_fit"]  # two criteria, two common points
+
+
+def test_a_stored_matched_study_equals_the_unstored_one(tmp_path):
+    """The matched study's store (its per-run intervals, kept for the tails) changes no
+    number: a stored study, and its resumption, equal the plain one."""
+    kw = dict(n=300, draws=6, truth_runs=3, seed=7, arm_rho=0.3, end_rho=0.3, ood=0.02,
+              procedures=("mixed",))
+    plain = matched_coverage(3, **kw)
+    store = tmp_path / "m.jsonl"
+    stored = matched_coverage(3, store=store, **kw)
+    again = matched_coverage(3, store=store, **kw)  # every unit from the store
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # nan too
+    for res in (stored, again):
+        assert same(res["truth"], plain["truth"]) and same(res["table"], plain["table"])
+    assert not same(matched_coverage(3, **{**kw, "seed": 8})["table"], plain["table"])  # can fail
