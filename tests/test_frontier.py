@@ -196,3 +196,52 @@ def test_frontier_compares_on_forked_workers_equal_one_loop():
     serial = _forked(_frontier_compare, pairs, (draws, plan), 1)
     assert _forked(_frontier_compare, pairs, (draws, plan), 2) == serial
     assert serial[0] == compare(draws["a"], draws["b"], plan) != serial[1]
+
+
+def test_frontier_tpr_carries_distinct_sample_support_and_lacks_a_value_without_it():
+    """TPR at 1e-3 on the frontier counts distinct samples as the headline does: each
+    endpoint gets its support (operating_support on its scores), a common-point difference
+    names the endpoints it rests on, and an endpoint whose false positives come from < 10
+    distinct samples leaves every TPR that reads it without a value."""
+    from bnmem.attack.frontier import apply_support, compare_support, endpoint_support
+    from bnmem.attack.roc import operating_support
+    rng = np.random.default_rng(7)
+    m, n = 16, 2000
+    keep = rng.random((m, n)) < 0.5
+    fine = rng.normal(size=(m, n)) + 1.5 * keep
+    # one sample scores top in every model it is OUT of: its false positives are 1 sample
+    lumpy = fine.copy()
+    lumpy[:, 0] = np.where(keep[:, 0], -9.0, 9.0)
+    lumpy[:, 1:] = np.where(keep[:, 1:], lumpy[:, 1:], -9.0)
+    sup = endpoint_support([fine, lumpy], keep)
+    ref = operating_support(fine, keep, {"1e-3": 1e-3})["1e-3"]
+    assert sup[0]["supported"] and sup[0]["tp_samples"] == ref["tp_samples"] > 0
+    assert sup[0]["fp_samples"] == ref["fp_samples"] >= 10
+    assert not sup[1]["supported"] and sup[1]["fp_samples"] == 1
+    # three endpoints per arm, draw 0's common point between endpoints 1 and 2 of arm a
+    bn_u, none_u = [0.70, 0.74, 0.78], [0.62, 0.66, 0.76]
+    draws_a = [ends(bn_u, curve(bn_u)) for _ in range(11)]
+    draws_b = [ends(none_u, curve(none_u)) for _ in range(11)]
+    plan = IntervalPlan("both", 8, {"both": (1, 11)})
+    good = [sup[0]] * 3
+    out = compare(draws_a, draws_b, plan)
+    f = out["criteria"]["heldout"]["figures"]["tpr_low_all"]
+    assert f["source_at_common"] == [pytest.approx(1.5), 2.0]
+    compare_support(out, good, good)
+    assert [[x["endpoint"] for x in r] for r in f["support_at_common"]] == [[1, 2], [2]]
+    assert f["at_common"]["value"] is not None and f["overlap"]["value"] is not None
+    # the gap criterion names its interpolation position too
+    g = out["criteria"]["gap"]["figures"]["tpr_low_all"]
+    assert all(r for r in g["support_at_common"])
+    # arm a's endpoint 2 unsupported: the common point, the overlap and budget 3 lose TPR
+    out = compare(draws_a, draws_b, plan)
+    compare_support(out, [sup[0], sup[0], sup[1]], good)
+    f = out["criteria"]["heldout"]["figures"]["tpr_low_all"]
+    assert f["at_common"]["value"] is None and f["overlap"]["value"] is None
+    assert out["criteria"]["heldout"]["figures"]["auc_all"]["at_common"]["value"] is not None
+    assert [e["tpr_low_all"]["value"] is None for e in out["equal_budget"]] == [False, False, True]
+    # an unsupported arm endpoint's own TPR row
+    rows = [{"tpr_low_all": {"value": 0.01, "lo": 0.0, "hi": 0.02}} for _ in range(2)]
+    apply_support(rows, [sup[0], sup[1]])
+    assert rows[0]["tpr_low_all"]["value"] == 0.01 and rows[1]["tpr_low_all"]["value"] is None
+    assert rows[1]["tpr_low_support"]["fp_samples"] == 1

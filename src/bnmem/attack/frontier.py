@@ -182,8 +182,9 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
         out["level"] = level
         for f in figures:
             ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
-            va, vb = at_fit(ua, ya, level)[0], at_fit(ub, yb, level)[0]
+            (va, sa), (vb, sb) = at_fit(ua, ya, level), at_fit(ub, yb, level)
             out[f], out[f"{f}_arms"], out[f"{f}_overlap"] = va - vb, (va, vb), np.nan
+            out[f"{f}_source"] = (sa - 1.0, sb - 1.0)  # 0-based position in budget order
         return out
     level, grid = common_point(ua, ub)
     out["level"] = level * sign
@@ -228,7 +229,12 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
                                                   for v in rows[0][f"{f}_arms"]],
                                # share of draws whose Pareto minimum comes from another
                                # endpoint or segment than the point's, per arm
-                               "pareto_flips": _flips(rows, f)}
+                               "pareto_flips": _flips(rows, f),
+                               # where draw 0's value at the common point comes from, per
+                               # arm: endpoint i (i) or between i and i + 1 (fractional)
+                               "source_at_common": [None if not np.isfinite(v) else float(v)
+                                                    for v in rows[0].get(f"{f}_source",
+                                                                         (np.nan, np.nan))]}
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
@@ -245,6 +251,50 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
     return out
+
+
+SUPPORT_KEYS = ("supported", "fp_pairs", "fp_samples", "fp_models", "tp_pairs", "tp_samples")
+
+
+def endpoint_support(scores: list[np.ndarray], keep: np.ndarray) -> list[dict]:
+    """Per endpoint (its headline-attack scores [m, N], `mitigation.endpoint_scores`' order):
+    who supports its TPR at FPR 1e-3 (bnmem.attack.roc.operating_support: distinct samples
+    and models behind its false and true positives)."""
+    from bnmem.attack.roc import operating_support
+    return [{k: operating_support(s, keep, {"1e-3": 1e-3})["1e-3"][k] for k in SUPPORT_KEYS}
+            for s in scores]
+
+
+def apply_support(endpoints: list[dict], support: list[dict]) -> None:
+    """Each endpoint row (`arm_endpoints`) gets its TPR's support; an unsupported TPR (its
+    false positives from < 10 distinct samples) has no value, as the headline's."""
+    for row, sup in zip(endpoints, support):
+        row["tpr_low_support"] = sup
+        if not sup["supported"]:
+            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None, "hi": None}
+
+
+def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> None:
+    """A frontier comparison (`compare`) gets, for TPR at 1e-3 at each criterion's common
+    point, the support of the endpoints its value rests on per arm (draw 0's Pareto source
+    or interpolation position: one endpoint, or the two it lies between); the difference
+    has no value where one of them is unsupported, nor do the overlap average and the
+    equal-budget differences where any endpoint they read is."""
+    every = all(s["supported"] for s in support_a + support_b)
+    for c in cmp["criteria"].values():
+        f = c["figures"]["tpr_low_all"]
+        rows = []
+        for src, sup in zip(f.get("source_at_common") or (None, None), (support_a, support_b)):
+            idx = [] if src is None else sorted({int(np.floor(src)), int(np.ceil(src))})
+            rows.append([{"endpoint": i, **sup[i]} for i in idx if 0 <= i < len(sup)] or None)
+        f["support_at_common"] = rows
+        if any(r is None or not all(x["supported"] for x in r) for r in rows):
+            f["at_common"] = {**f["at_common"], "value": None, "lo": None, "hi": None}
+        if not every:
+            f["overlap"] = {**f["overlap"], "value": None, "lo": None, "hi": None}
+    for i, row in enumerate(cmp["equal_budget"]):
+        if not (support_a[i]["supported"] and support_b[i]["supported"]):
+            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None, "hi": None}
 
 
 def _flips(rows: list[dict], f: str) -> list[float | None]:

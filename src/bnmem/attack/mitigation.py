@@ -27,14 +27,19 @@ def subsets(kind: np.ndarray) -> dict[str, np.ndarray]:
     return {"all": np.ones(kind.size, bool), "flipped": kind == FLIPPED, "ood": kind == OOD}
 
 
-def endpoint_epsilons(data: dict, final_scores: np.ndarray, kind: np.ndarray, variant: str,
-                      one_sided: bool, delta: float) -> list[dict[str, dict]]:
-    """Per endpoint (budgets, then the train.epochs run): {subset: epsilon_lower_bound}."""
+def endpoint_scores(data: dict, final_scores: np.ndarray, variant: str,
+                    one_sided: bool) -> list[np.ndarray]:
+    """Per endpoint (budgets, then the train.epochs run): the headline attack's scores
+    [m, N] (every model the target once, balanced leave-one-pair-out)."""
+    return [loo_lira(b["phi"], b["keep"], b["model_ids"], one_sided, (variant,))[variant]
+            for b in data["budgets"]] + [final_scores]
+
+
+def endpoint_epsilons(data: dict, scores: list[np.ndarray], kind: np.ndarray,
+                      delta: float) -> list[dict[str, dict]]:
+    """Per endpoint (`endpoint_scores`' order): {subset: epsilon_lower_bound}."""
     rows = subsets(kind)
-    out = [arm_epsilon(loo_lira(b["phi"], b["keep"], b["model_ids"], one_sided,
-                                (variant,))[variant], b["keep"], rows, delta)
-           for b in data["budgets"]]
-    return out + [arm_epsilon(final_scores, data["keep"], rows, delta)]
+    return [arm_epsilon(s, data["keep"], rows, delta) for s in scores]
 
 
 def mitigation_pairs(arms: list[str]) -> list[tuple[str, str]]:
@@ -52,7 +57,9 @@ def compare_pairs(ends: dict[str, list], plan, arms: list[str], known: dict) -> 
         c = full["criteria"][frontier.PRIMARY]
         out[key] = {"level": c["level"],
                     **{f: {**c["figures"][f]["at_common"],
-                           "arms_at_common": c["figures"][f]["arms_at_common"]}
+                           "arms_at_common": c["figures"][f]["arms_at_common"],
+                           **({"support_at_common": c["figures"][f]["support_at_common"]}
+                              if "support_at_common" in c["figures"][f] else {})}
                        for f in ("auc_all", "tpr_low_all")}}
     return out
 

@@ -163,7 +163,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
     variant = headline_variant(cfg.shadow.n_models)
     scores, attack, resamples, data, nulls = {}, {}, {}, {}, {}
     roc: dict[str, list] = {"arm": [], "attack": [], "subset": [], "fpr": [], "tpr": []}
-    epsilons, accountants = {}, {}
+    epsilons, accountants, supports = {}, {}, {}
     for arm, paths in shards.items():
         sig = load_shadow(paths, labels, identity)
         if sig.phi.shape[0] != cfg.shadow.n_models or sig.phi.shape[2] != len(queries):
@@ -188,14 +188,15 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
         data[arm]["budgets"] = frontier.budget_data(paths, labels, identity,
                                                     budget_epochs(cfg), sig.keep, sig.model_ids)
         nulls[arm] = real_null(sig, cfg, a.null_masks)
-        epsilons[arm] = mitigation.endpoint_epsilons(data[arm], s[variant], kind, variant,
-                                                     a.offline_one_sided, cfg.dp.delta)
+        ends = mitigation.endpoint_scores(data[arm], s[variant], variant, a.offline_one_sided)
+        epsilons[arm] = mitigation.endpoint_epsilons(data[arm], ends, kind, cfg.dp.delta)
+        supports[arm] = frontier.endpoint_support(ends, sig.keep)
         accountants[arm] = mitigation.accountant_summary(paths)
     deltas = paired_deltas(attack, resamples, base="none")
     for arm, null in nulls.items():
         for name, row in null.items():
             attack[arm][name]["null"] = row
-    membership = _resampled(cfg, data, kind, variant)
+    membership = _resampled(cfg, data, kind, variant, supports)
     membership["grads"] = _shadow_grads(data, shards, kind)
     fr = membership["frontier"]
     for arm in shards:
@@ -317,8 +318,11 @@ def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     return out
 
 
-def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str) -> dict:
-    """The models+samples bootstrap of every arm and every comparison (bnmem.attack.resample)."""
+def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str,
+               supports: dict[str, list[dict]] | None = None) -> dict:
+    """The models+samples bootstrap of every arm and every comparison (bnmem.attack.resample).
+    supports: per arm, its endpoints' TPR support (frontier.endpoint_support), which every
+    frontier TPR carries (and lacks a value without)."""
     arms = list(data)
     keeps = [data[arm]["keep"] for arm in arms]
     if any(not np.array_equal(keeps[0], k) for k in keeps[1:]):
@@ -363,6 +367,9 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     pairs = comparison_pairs(arms) if len(budgets) > 1 else []
     pairs += [p for p in mitigation.mitigation_pairs(arms) if len(budgets) > 1 and p not in pairs]
     compared = dict(zip(pairs, _forked(_frontier_compare, pairs, (ends, plan), workers)))
+    if supports:
+        for (a, b), cmp in compared.items():
+            frontier.compare_support(cmp, supports[a], supports[b])
     out["frontier"] = {
         "budgets": budgets, "primary": frontier.PRIMARY,
         "arms": {arm: {"endpoints": frontier.arm_endpoints(ends[arm], budgets, plan),
@@ -370,6 +377,9 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                  for arm in arms},
         "compare": {f"{a}_minus_{b}": compared[a, b] for a, b in comparison_pairs(arms)
                     if (a, b) in compared}}
+    if supports:
+        for arm in arms:
+            frontier.apply_support(out["frontier"]["arms"][arm]["endpoints"], supports[arm])
     if len(budgets) > 1:  # every arm against BN (the mitigations table)
         out["frontier"]["mitigations"] = mitigation.compare_pairs(
             ends, plan, arms, {f"{a}_minus_{b}": c for (a, b), c in compared.items()})

@@ -102,5 +102,23 @@ def _support(sup: dict | None) -> str:
             f"from {sup['fp_samples']} samples in {sup['fp_models']} models)")
 
 
+def _tp_samples(sup: dict | None) -> str:
+    """' (TP: k samples)' for an endpoint TPR's support; ' (unsupported: FP from j samples)'
+    where its false positives come from too few distinct samples."""
+    if not sup:
+        return ""
+    if not sup["supported"]:
+        return f" (unsupported: FP from {sup['fp_samples']} samples)"
+    return f" (TP: {sup['tp_samples']} samples)"
+
+
+def _tp_at_common(rows: list | None) -> str:
+    """' (TP: a / b samples)' for a frontier TPR difference at the common point: per arm the
+    fewest distinct true-positive samples among the endpoints its value rests on."""
+    if not rows or any(r is None for r in rows):
+        return ""
+    return " (TP: " + " / ".join(str(min(x["tp_samples"] for x in r)) for r in rows) + " samples)"
+
+
 def _tup(v) -> str:
     return "n/a" if v is None else "(" + ", ".join(f"{x:.4f}" for x in v) + ")"

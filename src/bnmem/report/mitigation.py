@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from bnmem.core.kinds import HEADLINE
+from bnmem.report.cells import _tp_at_common
 
 
 
@@ -63,7 +64,8 @@ def mitigation_section(membership: dict, delta: float, unfit: dict | None = None
             budget = ("—" if not spent else f"{spent['epsilon_max'][-1]:.2f}; "
                       f"{spent['epsilon_substitution_max'][-1]:.2f}")
             name = r["arm"] + (" (did not fit: not evidence)" if r["arm"] in unfit else "")
-            L.append(f"| {name} | {acc} | {_pts(r['auc_all'])} | {_pts(r['tpr_low_all'])} | "
+            L.append(f"| {name} | {acc} | {_pts(r['auc_all'])} | {_pts(r['tpr_low_all'])}"
+                     f"{_tp_at_common(r['tpr_low_all'].get('support_at_common'))} | "
                      f"{_eps(r['epsilon_lo'])} | {_eps(r['epsilon_lo_base'])} | {budget} |")
     elif len(arms) > 3 or any(m.get("dp_accountant") for m in arms.values()):
         L += ["", "*What to use instead of BN*: no table; it needs the `batchnorm` arm and "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnmem.core.config import Config
-from bnmem.report.cells import _est, _f, _tup
+from bnmem.report.cells import _est, _f, _tp_at_common, _tp_samples, _tup
 
 FLIP_SHARE = 0.10  # share of draws whose Pareto source differs: reported as unstable
 
@@ -22,14 +22,18 @@ def _frontier_section(membership: dict, rel: dict) -> list[str]:
          "(between endpoints the frontier is linear: no model was trained there). "
          "Held-out accuracy: the shadows' accuracy on the clean pool samples they did not "
          "train on; fit: on their IN clean samples; train loss: mean cross-entropy on their "
-         "training sets; gap: fit minus held-out accuracy (models+samples intervals).", "",
+         "training sets; gap: fit minus held-out accuracy (models+samples intervals). "
+         "TPR at FPR 1e-3 only where its false positives come from ≥ 10 distinct samples; "
+         "next to it, the distinct samples behind its true positives (at a common point: "
+         "per arm, the fewest among the endpoints its value rests on).", "",
          "| arm | epochs | held-out acc | fit | train loss | AUC all | TPR at FPR 1e-3 | FZ flipped |",
          "|---|---|---|---|---|---|---|---|"]
     for arm, a in fr["arms"].items():
         for e in a["endpoints"]:
             L.append(f"| {arm} | {e['epochs']} | {_est(e['out_acc_clean'])} | {_est(e['in_acc_clean'])} | "
                      f"{_est(e['train_loss'])} | {_est(e['auc_all'])} | "
-                     f"{_est(e['tpr_low_all'], digits=4)} | {_est(e['fz_flipped'])} |")
+                     f"{_est(e['tpr_low_all'], digits=4)}{_tp_samples(e.get('tpr_low_support'))} | "
+                     f"{_est(e['fz_flipped'])} |")
     over = [f"`{arm}` from {o['from']} to {o['to']} epochs (held-out accuracy "
             f"{100 * o['heldout_gain']:+.2f} points, AUC {100 * o['auc_gain']:+.2f} points)"
             for arm, a in fr["arms"].items() for o in a["overtraining"]]
@@ -50,7 +54,8 @@ def _frontier_section(membership: dict, rel: dict) -> list[str]:
                      f"{' (primary)' if crit == fr['primary'] else ''} | {lvl} | "
                      f"{_est(f['auc_all']['at_common'], 100, True, 2)} | "
                      f"{_est(f['auc_all']['overlap'], 100, True, 2)} | "
-                     f"{_est(f['tpr_low_all']['at_common'], 100, True, 2)} | "
+                     f"{_est(f['tpr_low_all']['at_common'], 100, True, 2)}"
+                     f"{_tp_at_common(f['tpr_low_all'].get('support_at_common'))} | "
                      f"{_est(f['fz_flipped']['at_common'], 100, True, 2)} | "
                      f"{_est(f['fz_ood']['at_common'], 100, True, 2)} |")
     flips = []
