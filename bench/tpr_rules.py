@@ -1,0 +1,158 @@
+"""Coverage of candidate interval rules for TPR at FPR 1e-3 on a stored components study
+(bench/bench_tpr_components.py), and the selection rule of bench/results/tpr_rules_plan.md.
+
+    python bench/tpr_rules.py results/tpr_components_seed22.jsonl [--select] [--md out.md]
+
+Candidates (one arm; the paired difference a - b as stated; V_*: the design variances the
+store keeps, bnmem.attack.intervals.IntervalPlan.variances):
+  C0 both; C1 twoway (floored at V_p); C2 twoway floored at max(V_p, V_s); C3 V_p + V_s;
+  C4 both on the square-root scale, difference by MOVER; C5 percentiles of the joint draws;
+  C6 pairs-only with t(P - 1); C7 twoway on the square-root scale, difference by MOVER;
+  C8 jacksum (V_j + V_s).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from bnmem.attack.coverage import wilson  # noqa: E402
+
+Z = 1.959963984540054
+FIELDS = ("point", "pairs", "samples", "both", "jackknife", "p_lo", "p_hi", "cov")
+CANDIDATES = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8")
+SIMPLE = {"C0": 1, "C3": 2, "C5": 1, "C6": 1, "C8": 2, "C4": 3, "C1": 3, "C2": 3, "C7": 4}
+
+
+def load(store: Path) -> tuple[dict, dict[str, np.ndarray], int]:
+    """(truth {figure: value}, {figure: [runs, 8] records}, pairs)."""
+    meta = json.loads(store.with_suffix(".meta.json").read_text())
+    recs: dict[str, list] = {}
+    for line in store.read_text().splitlines()[1:]:
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if d["kind"] != "run":
+            continue
+        for k, v in d["value"].items():
+            recs.setdefault(k, []).append(v)
+    pairs = 8
+    for part in meta["command"].split("--n-models")[1:]:
+        pairs = int(part.split()[0]) // 2
+    return meta["truth"], {k: np.array(v, float) for k, v in recs.items()}, pairs
+
+
+def variance(r: np.ndarray, rule: str) -> np.ndarray:
+    vp, vs, vb, vj = r[:, 1], r[:, 2], r[:, 3], r[:, 4]
+    return {"C0": vb, "C4": vb, "C3": vp + vs, "C8": vj + vs,
+            "C1": np.maximum(2 * (vp + vs) - vb, vp), "C7": np.maximum(2 * (vp + vs) - vb, vp),
+            "C2": np.maximum(2 * (vp + vs) - vb, np.maximum(vp, vs))}[rule]
+
+
+def sqrt_scale(p: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """point +- Z sd on the square-root scale (delta method), back-transformed; a zero
+    point keeps the symmetric interval clipped at 0."""
+    sd = np.sqrt(v)
+    s = np.sqrt(np.maximum(p, 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = np.where(s > 0, Z * sd / (2 * s), np.nan)
+    lo = np.where(s > 0, np.maximum(s - half, 0) ** 2, 0.0)
+    hi = np.where(s > 0, (s + half) ** 2, p + Z * sd)
+    return lo, hi
+
+
+def one_arm(r: np.ndarray, rule: str, pairs: int) -> tuple[np.ndarray, np.ndarray]:
+    p = r[:, 0]
+    if rule == "C5":
+        return r[:, 5], r[:, 6]
+    if rule == "C6":
+        h = stats.t.ppf(0.975, pairs - 1) * np.sqrt(r[:, 1])
+        return p - h, p + h
+    if rule in ("C4", "C7"):
+        return sqrt_scale(p, variance(r, rule))
+    h = Z * np.sqrt(variance(r, rule))
+    return p - h, p + h
+
+
+def difference(ra: np.ndarray, rb: np.ndarray, rd: np.ndarray, rule: str, pairs: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    if rule not in ("C4", "C7"):
+        return one_arm(rd, rule, pairs)
+    (la, ua), (lb, ub) = one_arm(ra, rule, pairs), one_arm(rb, rule, pairs)
+    a, b, d = ra[:, 0], rb[:, 0], rd[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.clip(rd[:, 7] / np.sqrt(ra[:, 3] * rb[:, 3]), -1, 1)
+    rho = np.where(np.isfinite(rho), rho, 0.0)
+    lo = d - np.sqrt(np.maximum((a - la) ** 2 + (ub - b) ** 2 - 2 * rho * (a - la) * (ub - b), 0))
+    hi = d + np.sqrt(np.maximum((ua - a) ** 2 + (b - lb) ** 2 - 2 * rho * (ua - a) * (b - lb), 0))
+    return lo, hi
+
+
+def score(lo: np.ndarray, hi: np.ndarray, truth: float) -> dict:
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    lo, hi = lo[ok], hi[ok]
+    c = float(((lo <= truth) & (truth <= hi)).mean())
+    return {"coverage": c, "mc_range": wilson(c, int(ok.sum())), "runs": int(ok.sum()),
+            "mean_width": float((hi - lo).mean()), "miss_below": float((hi < truth).mean()),
+            "miss_above": float((lo > truth).mean())}
+
+
+def table(store: Path, fig: str = "tpr_low_all") -> dict:
+    truth, rec, pairs = load(store)
+    ra, rb, rd = rec[f"{fig}_a"], rec[f"{fig}_b"], rec[f"{fig}_d"]
+    return {rule: {"one_arm": score(*one_arm(ra, rule, pairs), truth[f"{fig}_a"]),
+                   "difference": score(*difference(ra, rb, rd, rule, pairs), truth[f"{fig}_d"])}
+            for rule in CANDIDATES}
+
+
+def select(tab: dict) -> tuple[str, bool]:
+    """The plan's rule: among candidates with both coverages in [0.935, 0.965] and no tail
+    missing more than 0.04, the smallest summed mean width (ties: fewer designs); else the
+    one closest to 0.95, flagged as not qualifying."""
+    def fine(t: dict) -> bool:
+        return all(0.935 <= t[k]["coverage"] <= 0.965 and t[k]["miss_below"] <= 0.04
+                   and t[k]["miss_above"] <= 0.04 for k in ("one_arm", "difference"))
+    ok = [r for r in CANDIDATES if fine(tab[r])]
+    if ok:
+        return min(ok, key=lambda r: (tab[r]["one_arm"]["mean_width"]
+                                      + tab[r]["difference"]["mean_width"], SIMPLE[r])), True
+    return min(CANDIDATES, key=lambda r: max(abs(tab[r][k]["coverage"] - 0.95)
+                                              for k in ("one_arm", "difference"))), False
+
+
+def markdown(tab: dict, store: Path, fig: str) -> str:
+    truth, rec, _ = load(store)
+    L = [f"`{store}` ({len(rec[f'{fig}_a'])} runs): {fig}, truth one arm "
+         f"{truth[f'{fig}_a']:.4f}, difference {truth[f'{fig}_d']:.4f}.", "",
+         "| rule | one arm: coverage [MC range] / width; misses below, above | "
+         "difference: coverage [MC range] / width; misses below, above |", "|---|---|---|"]
+    for rule, t in tab.items():
+        cells = [f"{x['coverage']:.3f} [{x['mc_range'][0]:.3f}, {x['mc_range'][1]:.3f}] / "
+                 f"{x['mean_width']:.4f}; {x['miss_below']:.3f}, {x['miss_above']:.3f}"
+                 for x in (t["one_arm"], t["difference"])]
+        L.append(f"| {rule} | {cells[0]} | {cells[1]} |")
+    return "\n".join(L) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--figure", default="tpr_low_all")
+    ap.add_argument("--select", action="store_true")
+    a = ap.parse_args()
+    tab = table(a.store, a.figure)
+    print(markdown(tab, a.store, a.figure))
+    if a.select:
+        rule, ok = select(tab)
+        print(f"selected: {rule}" + ("" if ok else " (none qualifies: closest to 0.95)"))
+
+
+if __name__ == "__main__":
+    main()
