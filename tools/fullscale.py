@@ -138,6 +138,10 @@ def main() -> None:
     p.add_argument("--workdir", default="/tmp/bnmem-fullscale")
     p.add_argument("--force", action="store_true", help="dvc repro -f: run every stage, also "
                    "those whose committed outputs are already up to date (timing)")
+    p.add_argument("--resume", action="store_true", help="keep the earlier run's worktree, "
+                   "outputs, DVC cache and dvc.lock, move it to the commit and rerun only the "
+                   "stages whose dependencies changed (e.g. after an attack-code change, or a "
+                   "run killed mid-way); timing then covers the stages rerun")
     p.add_argument("--ref", default="HEAD", help="the commit to run (default HEAD); e.g. an "
                    "older one to time it against HEAD with the same tool")
     args = p.parse_args()
@@ -149,11 +153,15 @@ def main() -> None:
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
     if dirty:
         print(f"note: uncommitted changes in src/stages/dvc.yaml are not run (HEAD {head[:7]})")
-    if workdir.exists():
-        subprocess.run(["git", "worktree", "remove", "--force", str(workdir)], cwd=ROOT)
-        shutil.rmtree(workdir, ignore_errors=True)
-    subprocess.run(["git", "worktree", "add", "--detach", str(workdir), head], cwd=ROOT,
-                   check=True, capture_output=True)
+    resumed = None
+    if args.resume and (workdir / "dvc.lock").is_file():
+        resumed = _checkout(workdir, head)
+    else:
+        if workdir.exists():
+            subprocess.run(["git", "worktree", "remove", "--force", str(workdir)], cwd=ROOT)
+            shutil.rmtree(workdir, ignore_errors=True)
+        subprocess.run(["git", "worktree", "add", "--detach", str(workdir), head], cwd=ROOT,
+                       check=True, capture_output=True)
     params = apply(yaml.safe_load((workdir / "params.yaml").read_text()), overrides)
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     print(f"running the pipeline in {workdir} (HEAD {head[:7]}); log: {workdir}/repro.log",
@@ -161,6 +169,7 @@ def main() -> None:
     t0 = time.perf_counter()
     rows, peak, rc = run(workdir, workdir / "repro.log", args.force)
     wall = time.perf_counter() - t0
+    (workdir / "timing_rows.json").write_text(json.dumps(rows) + "\n")  # what --resume keeps
     if rc != 0:
         sys.exit(f"dvc repro failed (exit {rc}); see {workdir}/repro.log (nothing copied)")
     if out.exists():
@@ -171,6 +180,8 @@ def main() -> None:
         shutil.copy2(workdir / name, out / name)
     timing = {"commit": head, "overrides": overrides, "wall_seconds": round(wall, 1),
               "peak_pss_mib": peak, "cpu": _cpu(), "stages": rows}
+    if resumed:  # the stages not rerun came from the earlier run (its timing, where it ended)
+        timing["resumed_from"] = resumed
     (out / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
     lines = ["# Full-scale run: wall time and memory per stage", "",
              f"`python tools/fullscale.py --config {args.config}` at {head[:7]} on {_cpu()}; "
@@ -178,9 +189,33 @@ def main() -> None:
              f"**{peak / 1024:.2f} GiB**.", "",
              "| stage | wall (s) | peak PSS (MiB) |", "|---|---:|---:|"]
     lines += [f"| {r['stage']} | {r['seconds']:.1f} | {r['peak_pss_mib']} |" for r in rows]
+    if resumed:
+        lines += ["", f"Resumed (`--resume`) from the run of {resumed['commit'][:7]}: only the "
+                  "stages above were rerun; the others' outputs are that run's (their "
+                  "dependencies did not change). Its stages, where it recorded them:", "",
+                  "| stage | wall (s) | peak PSS (MiB) |", "|---|---:|---:|"]
+        lines += [f"| {r['stage']} | {r['seconds']:.1f} | {r['peak_pss_mib']} |"
+                  for r in resumed.get("stages", [])]
     (out / "timing.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"copied {len(copied)} files to {out}")
+
+
+def _checkout(workdir: Path, head: str) -> dict:
+    """Move an earlier run's worktree to `head`, keeping its outputs, DVC cache and
+    dvc.lock (so `dvc repro` reruns only the stages whose dependencies changed); returns
+    the earlier run's timing ({"commit", "stages"}: what it recorded, [] if it was killed)."""
+    lock = (workdir / "dvc.lock").read_bytes()
+    prior = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=workdir, text=True,
+                                      capture_output=True, check=True).stdout.strip(),
+             "stages": []}
+    rows = workdir / "timing_rows.json"
+    if rows.is_file():
+        prior["stages"] = json.loads(rows.read_text())
+    subprocess.run(["git", "checkout", "-f", "--detach", head], cwd=workdir, check=True,
+                   capture_output=True)
+    (workdir / "dvc.lock").write_bytes(lock)
+    return prior
 
 
 def _cpu() -> str:
