@@ -38,6 +38,8 @@ class IntervalPlan:
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
+    - pairs_t: V_p with Student's t on P - 1 degrees of freedom instead of 1.96 (the
+      pairs are the independent units; samples fixed);
     - mixed (the default, `mixed_procedure`): jacksum for AUC, memorization and
       accuracies, both for TPR at low FPR, whether one arm's figure, a paired difference at
       equal epochs or one at matched utility. Under the noise structure of real shadows (arms
@@ -106,8 +108,11 @@ class IntervalPlan:
              "sum": lambda: var["pairs"] + var["samples"],
              "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
                                    var["pairs"]),
-             "jackknife": lambda: var["jackknife"],
+             "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
              "jacksum": lambda: var["jackknife"] + var["samples"]}[procedure]()
+        if procedure == "pairs_t":  # Student's t on P - 1 df (stdtrit is t.ppf bit for bit)
+            from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level
+            z = float(stdtrit(max(self.n_units - 1, 1), 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
 
@@ -126,7 +131,7 @@ def designs(procedure: str) -> tuple[str, ...]:
     return {"both": ("both",), "pairs": ("pairs",), "samples": ("samples",),
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
-            "jacksum": ("jackknife", "samples"),
+            "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
             "mixed": ("jackknife", "samples", "both")}[procedure]
 
 
