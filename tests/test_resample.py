@@ -38,7 +38,7 @@ def test_intervals():
     lo, hi = plan.ci(1.0, np.r_[1.0, jack, samp], "auc_all")
     v = 2 / 3 * ((jack - jack.mean()) ** 2).sum() + samp.var(ddof=1)
     assert (lo, hi) == pytest.approx((1 - 1.96 * np.sqrt(v), 1 + 1.96 * np.sqrt(v)))
-    mixed = IntervalPlan("mixed", 3, {"jackknife": (1, 4), "samples": (4, 6), "both": (4, 6)})
+    mixed = IntervalPlan("mixed", 3, {"jackknife": (1, 4), "samples": (4, 6), "pairs": (4, 6)})
     assert mixed.ci(1.0, np.r_[1.0, jack, samp], "auc_all") == (lo, hi)
 
 
@@ -92,12 +92,13 @@ def test_interval_coverage_on_synthetic_runs():
     jackknife alone misses the samples' share of the Feldman-Zhang score (below 0.85 where
     mixed covers)."""
     res = coverage_table(40, n=1250, draws=40, truth_runs=60, seed=1, arm_rho=0.3,
-                         procedures=("mixed", "both", "jackknife", "jacksum"))
-    mixed, both, jack, js = (res["table"][p] for p in ("mixed", "both", "jackknife", "jacksum"))
+                         procedures=("mixed", "both", "jackknife", "jacksum", "pairs_t"))
+    mixed, both, jack, js, pt = (res["table"][p] for p in ("mixed", "both", "jackknife",
+                                                            "jacksum", "pairs_t"))
     for name, row in mixed.items():
         assert row["coverage"] >= 0.85, (name, row)
     assert mixed["auc_all"]["mean_width"] < 0.9 * both["auc_all"]["mean_width"]
-    assert mixed["tpr_low_all"]["mean_width"] == both["tpr_low_all"]["mean_width"]
+    assert mixed["tpr_low_all"]["mean_width"] == pt["tpr_low_all"]["mean_width"]
     assert mixed["auc_all"]["mean_width"] == js["auc_all"]["mean_width"]
     assert mixed["auc_all_delta"]["mean_width"] == js["auc_all_delta"]["mean_width"]
     assert jack["fz_flipped"]["coverage"] < 0.85 <= mixed["fz_flipped"]["coverage"]

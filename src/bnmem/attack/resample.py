@@ -146,7 +146,7 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     train_loss)}. cache: a dict kept across draws of this `data` (memoizes the unresampled
     pairs' scores). lean: the per-subset AUCs and the per-epoch figures are nan (all
     samples' AUC and TPR, accuracies, memorization and loss are computed): the rows whose
-    design only TPR's interval reads (procedure `mixed`: the pairs+samples rows serve TPR
+    design only TPR's interval reads (procedure `mixed`: the pairs-only rows serve TPR
     at low FPR alone, and it needs the utilities that locate a matched point).
     """
     keep, m = data["keep"], data["keep"].shape[0]

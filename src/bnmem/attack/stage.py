@@ -338,9 +338,9 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     one_sided = cfg.attack.offline_one_sided
 
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
-    # procedure mixed reads the pairs+samples rows for TPR at low FPR only: those rows
+    # procedure mixed reads the pairs-only rows for TPR at low FPR only: those rows
     # compute nothing else (bnmem.attack.resample.arm_draw's lean)
-    lean_rows = plan.segments.get("both", (0, 0)) if plan.procedure == "mixed" else (0, 0)
+    lean_rows = plan.segments.get("pairs", (0, 0)) if plan.procedure == "mixed" else (0, 0)
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     # forked workers read the inputs as _JOB: nothing is pickled but the results

@@ -152,7 +152,7 @@ class ShadowConfig:
 
 TRACK_AT = ("checkpoints", "every")  # shadow.track_at
 INTERVAL_PROCEDURES = ("mixed", "both", "pairs", "samples", "sum", "twoway", "jackknife",
-                       "jacksum", "pairs_t")  # bnmem.attack.intervals
+                       "jacksum")  # bnmem.attack.intervals
 
 
 @dataclass(frozen=True)
