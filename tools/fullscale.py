@@ -205,6 +205,13 @@ def _checkout(workdir: Path, head: str) -> dict:
     """Move an earlier run's worktree to `head`, keeping its outputs, DVC cache and
     dvc.lock (so `dvc repro` reruns only the stages whose dependencies changed); returns
     the earlier run's timing ({"commit", "stages"}: what it recorded, [] if it was killed)."""
+    # the run's outputs that git also tracks (the default run's committed report, plots,
+    # recipes, dvc.lock): kept as the run left them, or DVC sees changed outputs and reruns
+    # their stages
+    changed = subprocess.run(["git", "diff", "--name-only", "-z"], cwd=workdir,
+                             capture_output=True, check=True).stdout.split(b"\0")
+    keep = {name.decode(): (workdir / name.decode()).read_bytes() for name in changed
+            if name and name != b"params.yaml" and (workdir / name.decode()).is_file()}
     lock = (workdir / "dvc.lock").read_bytes()
     prior = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=workdir, text=True,
                                       capture_output=True, check=True).stdout.strip(),
@@ -214,6 +221,8 @@ def _checkout(workdir: Path, head: str) -> dict:
         prior["stages"] = json.loads(rows.read_text())
     subprocess.run(["git", "checkout", "-f", "--detach", head], cwd=workdir, check=True,
                    capture_output=True)
+    for name, data in keep.items():
+        (workdir / name).write_bytes(data)
     (workdir / "dvc.lock").write_bytes(lock)
     return prior
 
