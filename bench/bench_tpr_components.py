@@ -30,20 +30,23 @@ from bnmem.attack.intervals import IntervalPlan  # noqa: E402
 from bnmem.attack.resample import draw_designs  # noqa: E402
 
 FIGS = ("auc_all", "tpr_low_all")
+VLOW_FIGS = FIGS + ("tpr_vlow_all",)  # --vlow: TPR at 1e-4 too (needs >= 100 000 negatives)
 DESIGNS = ("pairs", "samples", "both", "jackknife")
 
 
 def _run(args: tuple) -> dict:
-    n_models, n, effects, kind, draws, seed, arm_rho = args
+    n_models, n, effects, kind, draws, seed, arm_rho, *rest = args
+    figs = rest[0] if rest else FIGS  # (without --vlow the arguments, and so the store's
+    # fingerprint, are those of the seed-22/23 studies)
     phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
     counts, weights, seg = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                         DESIGNS)
-    f = draw_figures(phi, keep, kind, counts, weights, FIGS)  # [2, R, F]
+    f = draw_figures(phi, keep, kind, counts, weights, figs)  # [2, R, F]
     plan = IntervalPlan("both", p, seg)
     a, b = seg["both"]
     out = {}
-    for j, name in enumerate(FIGS):
+    for j, name in enumerate(figs):
         for label, vals in (("a", f[0, :, j]), ("b", f[1, :, j]), ("d", f[0, :, j] - f[1, :, j])):
             var = plan.variances(vals)
             joint = vals[a:b][np.isfinite(vals[a:b])]
@@ -60,10 +63,11 @@ def _run(args: tuple) -> dict:
 
 
 def _truth(args: tuple) -> np.ndarray:
-    n_models, n, effects, kind, seed, arm_rho = args
+    n_models, n, effects, kind, seed, arm_rho, *rest = args
+    figs = rest[0] if rest else FIGS
     phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
-    v = draw_figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)), FIGS)[:, 0]
+    v = draw_figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)), figs)[:, 0]
     return np.concatenate([v[0], v[1], v[0] - v[1]])
 
 
@@ -80,16 +84,20 @@ def main() -> None:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", required=True)
+    ap.add_argument("--vlow", action="store_true", help="TPR at FPR 1e-4 too (>= 100 000 "
+                    "negatives: e.g. --n-models 64 --n 3200, the full-scale run's P = 32)")
     a = ap.parse_args()
     t0 = time.time()
     kind = sample_kinds(a.n, a.flipped, a.ood)
     eff = (0.6, 0.3)
-    truth_args = [(a.n_models, a.n, eff, kind, a.seed * 1_000_003 + 500_000 + s, a.arm_rho)
-                  for s in range(a.truth_runs)]
-    run_args = [(a.n_models, a.n, eff, kind, a.draws, a.seed * 1_000_003 + r, a.arm_rho)
+    figs = VLOW_FIGS if a.vlow else FIGS
+    extra = (figs,) if a.vlow else ()
+    truth_args = [(a.n_models, a.n, eff, kind, a.seed * 1_000_003 + 500_000 + s, a.arm_rho,
+                   *extra) for s in range(a.truth_runs)]
+    run_args = [(a.n_models, a.n, eff, kind, a.draws, a.seed * 1_000_003 + r, a.arm_rho, *extra)
                 for r in range(a.runs)]
     truth, done = simulate_all(_truth, truth_args, _run, run_args, a.workers, Path(a.store))
-    names = [f"{f}_{s}" for s in ("a", "b", "d") for f in FIGS]
+    names = [f"{f}_{s}" for s in ("a", "b", "d") for f in figs]
     meta = {"truth": dict(zip(names, map(float, truth))), "seconds": round(time.time() - t0, 1),
             "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv),
             "runs": len(done)}

@@ -417,6 +417,11 @@ def test_attack_stage_end_to_end(tmp_path):
     assert {"equal_epochs", "matched_fit", "curve"} <= set(c)
     row = c["equal_epochs"]["auc_all"]
     assert row["lo"] <= row["value"] <= row["hi"]
+    # procedure mixed: AUC from the jackknife + samples rows (1.96), TPR from the pairs-only
+    # rows (the lean ones) with Student's t on P - 1 = 5 df
+    assert set(mem["segments"]) == {"jackknife", "samples", "pairs"}
+    sd = row["sd"]
+    assert row["hi"] - row["value"] == pytest.approx(1.96 * np.hypot(sd["jackknife"], sd["samples"]))
     assert mem["arms"]["none"]["null"]["masks"] == 16
     assert 0.4 < mem["arms"]["none"]["null"]["auc"]["mean"] < 0.6
     met = json.loads((tmp_path / "out/attack.json").read_text())
@@ -439,3 +444,39 @@ def test_attack_stage_end_to_end(tmp_path):
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 2 and "shard_1.npz: file not found" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t():
+    """The stage's models+samples bootstrap under `mixed`: AUC from the jackknife and
+    samples-only rows (± 1.96 sd), TPR at 1e-3 from the pairs-only rows, which are the lean
+    ones (± t(P - 1) sd)."""
+    from scipy import stats
+
+    from bnmem.attack.stage import _resampled
+    from bnmem.core.config import config_from_dict
+    rng = np.random.default_rng(11)
+    m, n = 16, 1400  # 11 200 negative pairs: TPR at 1e-3 supported
+    kind = np.zeros(n, np.int8)
+    keep = keep_matrix(m, n, 0)
+    cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n,
+                            "shadow": {"n_models": m, "budgets": [], "workers": 1},
+                            "attack": {"model_bootstrap": 20}})
+    data = {}
+    for j, arm in enumerate(cfg.arms):
+        phi = rng.normal(size=(m, n, 1)) + (0.8 + 0.4 * j) * keep[..., None]
+        data[arm] = {"phi": phi, "keep": keep, "correct": phi[..., 0] > 0.3,
+                     "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
+                     "loss": rng.random((m, n)), "budgets": []}
+    mem = _resampled(cfg, data, kind, "lira_online_fixed")
+    assert set(mem["segments"]) == {"jackknife", "samples", "pairs"}
+    row = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
+    t = stats.t.ppf(0.975, m // 2 - 1)
+    assert row["tpr_low_all"]["value"] is not None
+    assert row["tpr_low_all"]["hi"] - row["tpr_low_all"]["value"] == pytest.approx(
+        t * row["tpr_low_all"]["sd"]["pairs"])
+    sd = row["auc_all"]["sd"]
+    assert row["auc_all"]["hi"] - row["auc_all"]["value"] == pytest.approx(
+        1.96 * np.hypot(sd["jackknife"], sd["samples"]))
+    # per-subset AUCs are left out of the lean rows only: had the samples-only rows been
+    # made lean, the clean samples' AUC would lack its interval
+    assert mem["arms"]["none"]["auc_clean"]["lo"] is not None

@@ -218,10 +218,12 @@ def test_frontier_tpr_carries_distinct_sample_support_and_lacks_a_value_without_
     assert sup[0]["supported"] and sup[0]["tp_samples"] == ref["tp_samples"] > 0
     assert sup[0]["fp_samples"] == ref["fp_samples"] >= 10
     assert not sup[1]["supported"] and sup[1]["fp_samples"] == 1
-    # three endpoints per arm, draw 0's common point between endpoints 1 and 2 of arm a
+    # three endpoints per arm, draw 0's common point between endpoints 1 and 2 of arm a;
+    # the resamples move (a's utilities shift), only draw 0 names the endpoints
     bn_u, none_u = [0.70, 0.74, 0.78], [0.62, 0.66, 0.76]
-    draws_a = [ends(bn_u, curve(bn_u)) for _ in range(11)]
-    draws_b = [ends(none_u, curve(none_u)) for _ in range(11)]
+    shift = [0.0] + list(np.linspace(-0.03, 0.03, 10))
+    draws_a = [ends([u + d for u in bn_u], curve(bn_u)) for d in shift]
+    draws_b = [ends(none_u, curve(none_u)) for _ in shift]
     plan = IntervalPlan("both", 8, {"both": (1, 11)})
     good = [sup[0]] * 3
     out = compare(draws_a, draws_b, plan)
@@ -230,9 +232,16 @@ def test_frontier_tpr_carries_distinct_sample_support_and_lacks_a_value_without_
     compare_support(out, good, good)
     assert [[x["endpoint"] for x in r] for r in f["support_at_common"]] == [[1, 2], [2]]
     assert f["at_common"]["value"] is not None and f["overlap"]["value"] is not None
-    # the gap criterion names its interpolation position too
+    # the gap criterion names its interpolation position (both arms' gap is 0.05 at every
+    # endpoint, so the common gap is read at each arm's first), and is no Pareto choice:
+    # no flips
     g = out["criteria"]["gap"]["figures"]["tpr_low_all"]
-    assert all(r for r in g["support_at_common"])
+    assert g["source_at_common"] == [0.0, 0.0]
+    assert [[x["endpoint"] for x in r] for r in g["support_at_common"]] == [[0], [0]]
+    assert g["pareto_flips"] == [None, None]
+    # the report cell: TP samples per arm, or why there is no value
+    from bnmem.report.cells import _tp_at_common
+    assert _tp_at_common(f["support_at_common"]) == f" (TP: {sup[0]['tp_samples']} / {sup[0]['tp_samples']} samples)"
     # arm a's endpoint 2 unsupported: the common point, the overlap and budget 3 lose TPR
     out = compare(draws_a, draws_b, plan)
     compare_support(out, [sup[0], sup[0], sup[1]], good)
@@ -240,6 +249,12 @@ def test_frontier_tpr_carries_distinct_sample_support_and_lacks_a_value_without_
     assert f["at_common"]["value"] is None and f["overlap"]["value"] is None
     assert out["criteria"]["heldout"]["figures"]["auc_all"]["at_common"]["value"] is not None
     assert [e["tpr_low_all"]["value"] is None for e in out["equal_budget"]] == [False, False, True]
+    assert _tp_at_common(f["support_at_common"]) == " (unsupported: FP from 1 samples)"
+    # an unsupported endpoint the common point does not read still empties the overlap
+    out = compare(draws_a, draws_b, plan)
+    compare_support(out, [sup[1], sup[0], sup[0]], good)
+    f = out["criteria"]["heldout"]["figures"]["tpr_low_all"]
+    assert f["at_common"]["value"] is not None and f["overlap"]["value"] is None
     # an unsupported arm endpoint's own TPR row
     rows = [{"tpr_low_all": {"value": 0.01, "lo": 0.0, "hi": 0.02}} for _ in range(2)]
     apply_support(rows, [sup[0], sup[1]])

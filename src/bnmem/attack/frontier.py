@@ -184,7 +184,9 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
             ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
             (va, sa), (vb, sb) = at_fit(ua, ya, level), at_fit(ub, yb, level)
             out[f], out[f"{f}_arms"], out[f"{f}_overlap"] = va - vb, (va, vb), np.nan
-            out[f"{f}_source"] = (sa - 1.0, sb - 1.0)  # 0-based position in budget order
+            # where the value is read (0-based, budget order): not a Pareto choice, so no
+            # "_source" (whose draw-to-draw changes `_flips` counts)
+            out[f"{f}_position"] = (sa - 1.0, sb - 1.0)
         return out
     level, grid = common_point(ua, ub)
     out["level"] = level * sign
@@ -233,8 +235,9 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
                                # where draw 0's value at the common point comes from, per
                                # arm: endpoint i (i) or between i and i + 1 (fractional)
                                "source_at_common": [None if not np.isfinite(v) else float(v)
-                                                    for v in rows[0].get(f"{f}_source",
-                                                                         (np.nan, np.nan))]}
+                                                    for v in rows[0].get(
+                                                        f"{f}_source", rows[0].get(
+                                                            f"{f}_position", (np.nan, np.nan)))]}
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
@@ -277,9 +280,13 @@ def apply_support(endpoints: list[dict], support: list[dict]) -> None:
 def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> None:
     """A frontier comparison (`compare`) gets, for TPR at 1e-3 at each criterion's common
     point, the support of the endpoints its value rests on per arm (draw 0's Pareto source
-    or interpolation position: one endpoint, or the two it lies between); the difference
-    has no value where one of them is unsupported, nor do the overlap average and the
-    equal-budget differences where any endpoint they read is."""
+    or, for the gap, its interpolation position: one endpoint, or the two it lies
+    between); the difference has no value where one of them is unsupported. The overlap
+    average has none where any endpoint of either arm is unsupported (conservative: which
+    endpoints the Pareto frontier reads varies along the overlap and between draws), an
+    equal-budget difference none where either of its two endpoints is. Only draw 0's
+    sources are checked: a draw whose minimum moves to an unsupported endpoint still
+    counts in the interval (`pareto_flips` says how often minima move)."""
     every = all(s["supported"] for s in support_a + support_b)
     for c in cmp["criteria"].values():
         f = c["figures"]["tpr_low_all"]

@@ -49,10 +49,13 @@ class IntervalPlan:
       covers 0.94-0.98 (bench/results/coverage_seed21.md, coverage_matched_seed21.md);
       pairs_t for TPR at 1e-3 was selected on seed 22 and confirmed on seed 23 (0.962 one
       arm and paired; bench/results/tpr_rules_seed22.md, tpr_rules_seed23.md), where
-      `both` gave 0.972 / 0.976 at 9-10 % more width.
+      `both` gave 0.972 / 0.976 at 8-11 % more width. Not simulated yet for TPR at
+      1e-4, at matched utility or at more than 8 pairs (the full-scale run's 32). `mixed`
+      draws the jackknife, samples-only and pairs-only rows, so `both`, `sum` and `twoway`
+      cannot be read back from its recorded SDs.
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
-    interval is point +- 1.96 sd, centred on the point (bench/bench_coverage.py measures
+    interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point (bench/bench_coverage.py measures
     every procedure; results/coverage.json).
     """
     procedure: str
@@ -114,6 +117,8 @@ class IntervalPlan:
              "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
              "jacksum": lambda: var["jackknife"] + var["samples"]}[procedure]()
         if procedure == "pairs_t":  # Student's t on P - 1 df (stdtrit is t.ppf bit for bit)
+            if self.n_units < 2:  # one pair: no spread to estimate, no interval
+                return None, None
             from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level
             z = float(stdtrit(max(self.n_units - 1, 1), 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))

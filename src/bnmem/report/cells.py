@@ -114,9 +114,14 @@ def _tp_samples(sup: dict | None) -> str:
 
 def _tp_at_common(rows: list | None) -> str:
     """' (TP: a / b samples)' for a frontier TPR difference at the common point: per arm the
-    fewest distinct true-positive samples among the endpoints its value rests on."""
+    fewest distinct true-positive samples among the endpoints its value rests on; where one
+    of them is unsupported (the difference has no value), ' (unsupported: FP from j
+    samples)'."""
     if not rows or any(r is None for r in rows):
         return ""
+    bad = [x for r in rows for x in r if not x["supported"]]
+    if bad:
+        return f" (unsupported: FP from {min(x['fp_samples'] for x in bad)} samples)"
     return " (TP: " + " / ".join(str(min(x["tp_samples"] for x in r)) for r in rows) + " samples)"
 
 
