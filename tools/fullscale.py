@@ -77,7 +77,8 @@ class Monitor:
             time.sleep(0.5)
 
 
-def run(workdir: Path, log: Path, force: bool = False) -> tuple[list[dict], int, int]:
+def run(workdir: Path, log: Path, force: bool = False, append: bool = False
+        ) -> tuple[list[dict], int, int]:
     """`dvc repro` (`-f` with `force`: every stage, also those whose committed outputs are
     up to date) in workdir; ([{stage, seconds, peak_pss_mib}], total peak, return code)."""
     env = {**os.environ, "PYTHONPATH": str(workdir / "src"),  # the worktree's bnmem, not ours
@@ -86,7 +87,7 @@ def run(workdir: Path, log: Path, force: bool = False) -> tuple[list[dict], int,
     proc = subprocess.Popen(["dvc", "repro", *(["-f"] if force else [])], cwd=workdir, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, bufsize=1)
     mon, rows, t_stage = Monitor(proc.pid), [], time.perf_counter()
-    with open(log, "w") as out:
+    with open(log, "a" if append else "w") as out:  # a resumed run keeps the earlier log
         for line in proc.stdout:
             out.write(line)
             out.flush()
@@ -167,7 +168,7 @@ def main() -> None:
     print(f"running the pipeline in {workdir} (HEAD {head[:7]}); log: {workdir}/repro.log",
           flush=True)
     t0 = time.perf_counter()
-    rows, peak, rc = run(workdir, workdir / "repro.log", args.force)
+    rows, peak, rc = run(workdir, workdir / "repro.log", args.force, append=bool(resumed))
     wall = time.perf_counter() - t0
     (workdir / "timing_rows.json").write_text(json.dumps(rows) + "\n")  # what --resume keeps
     if rc != 0:
