@@ -21,6 +21,17 @@ ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COM
        "GIT_COMMITTER_EMAIL": "t@t", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
 
 
+def load_script(relpath: str):
+    """A script of the repository that is no package module (tools/, bench/), imported from
+    its file under its stem's name."""
+    import importlib.util
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def merge(base: dict, over: dict) -> dict:
     out = dict(base)
     for k, v in over.items():

@@ -70,10 +70,8 @@ def test_recipe_isolates_reg_knobs(tmp_path):
 def test_driver_configs_set_valid_params(name):
     """Every committed tools/fullscale.py config names existing params and gives a valid
     config (a typo would fail only after the worktree is built, in `configure`)."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("fullscale", ROOT / "tools" / "fullscale.py")
-    fullscale = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fullscale)
+    from conftest import load_script
+    fullscale = load_script("tools/fullscale.py")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     overrides = yaml.safe_load((ROOT / name).read_text())
     cfg = config_from_dict(fullscale.apply(params, overrides))

@@ -2,19 +2,14 @@
 its dvc.lock and the outputs git also tracks (so `dvc repro` reruns only the stages whose
 dependencies changed), in a real
 git repository with a real worktree."""
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import load_script
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("fullscale_tool", ROOT / "tools" / "fullscale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/fullscale.py")
 
 
 def _git(cwd, *args) -> str:

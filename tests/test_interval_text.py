@@ -1,19 +1,12 @@
 """The coverage figures report.md states for its intervals come from the committed
 coverage studies: the TPR rule's confirmation (bench/results/tpr_rules_plan.md), recomputed
 from its store by the study's own analysis (bench/tpr_rules.py)."""
-import importlib.util
-from pathlib import Path
-
 from bnmem.report.markdown import _procedure_text
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, load_script
 
 
 def _rules():
-    spec = importlib.util.spec_from_file_location("tpr_rules", ROOT / "bench" / "tpr_rules.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/tpr_rules.py")
 
 
 def test_report_quotes_the_tpr_rules_confirmation():
