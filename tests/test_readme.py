@@ -38,7 +38,8 @@ def test_readme_numbers_come_from_the_report(heading, report):
 
 
 def test_readme_tpr_1e4_coverage_comes_from_its_study():
-    """The 1e-4 coverage README (and the report's caveat) quotes is the seed-20 study's."""
+    """The 1e-4 coverage README (and the report's caveat) quotes is the seed-20 study's (of
+    the earlier rule, `both`: pairs_t is not simulated at 1e-4)."""
     import json
     study = json.loads((ROOT / "results" / "coverage_vlow_seed20.json").read_text())["table"]["both"]
     one, paired = study["tpr_vlow_all"], study["tpr_vlow_all_delta"]
@@ -52,4 +53,4 @@ def test_readme_tpr_1e4_coverage_comes_from_its_study():
                "under-covers" if min(one["coverage"], paired["coverage"]) < 0.93 else "conservative")
     assert f"paired difference: {verdict}" in " ".join(readme.split())
     report = " ".join((ROOT / "report.md").read_text().split())
-    assert f"coverage {one['coverage']:.3f} one arm, {paired['coverage']:.3f} paired" in report
+    assert f"covered {one['coverage']:.3f} one arm, {paired['coverage']:.3f} paired" in report
