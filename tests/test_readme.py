@@ -19,6 +19,7 @@ def _norm(text: str) -> str:
     ("## The memorization regime", "results/memreg/report.md"),  # make memreg
     ("## The zoo", "results/grid.md"),                           # make grid
     ("### Full-scale Fashion-MNIST", ("results/fullscale/report.md",           # make fullscale
+                                      "results/fullscale_7079912/report.md",    # before endpoints
                                       "results/fullscale_6epochs/report.md")),  # its first run
 ])
 def test_readme_numbers_come_from_the_report(heading, report):
