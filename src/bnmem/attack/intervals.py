@@ -49,8 +49,10 @@ class IntervalPlan:
       covers 0.94-0.98 (bench/results/coverage_seed21.md, coverage_matched_seed21.md);
       pairs_t for TPR at 1e-3 was selected on seed 22 and confirmed on seed 23 (0.962 one
       arm and paired; bench/results/tpr_rules_seed22.md, tpr_rules_seed23.md), where
-      `both` gave 0.972 / 0.976 at 8-11 % more width. Not simulated yet for TPR at
-      1e-4, at matched utility or at more than 8 pairs (the full-scale run's 32). `mixed`
+      `both` gave 0.972 / 0.976 at 8-11 % more width. At matched utility pairs_t
+      under-covers TPR (0.926 on seed 24, bench/results/coverage_matched_seed24.md, where
+      `both` gave 0.966); not simulated yet for TPR at 1e-4 or at more than 8 pairs (the
+      full-scale run's 32). `mixed`
       draws the jackknife, samples-only and pairs-only rows, so `both`, `sum` and `twoway`
       cannot be read back from its recorded SDs.
 
