@@ -43,3 +43,5 @@ def test_the_studys_pairs_t_is_the_pipelines():
     assert np.allclose((lo[0], hi[0]), plan.ci(0.01, draws, "tpr_low_all"), rtol=1e-12, atol=0)
     mixed = IntervalPlan("mixed", 8, {"pairs": (1, 101), "jackknife": (1, 9), "samples": (1, 101)})
     assert mixed.ci(0.01, draws, "tpr_low_all") == plan.ci(0.01, draws, "tpr_low_all")
+    # one pair: no spread to estimate, so no interval (not a zero-width one)
+    assert IntervalPlan("pairs_t", 1, {"pairs": (1, 101)}).ci(0.01, draws, "tpr_low_all") == (None, None)

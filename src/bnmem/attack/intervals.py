@@ -52,13 +52,12 @@ class IntervalPlan:
       `both` gave 0.972 / 0.976 at 8-11 % more width. At matched utility pairs_t
       under-covers TPR (0.926 on seed 24, bench/results/coverage_matched_seed24.md, where
       `both` gave 0.966); not simulated yet for TPR at 1e-4 or at more than 8 pairs (the
-      full-scale run's 32). `mixed`
-      draws the jackknife, samples-only and pairs-only rows, so `both`, `sum` and `twoway`
-      cannot be read back from its recorded SDs.
+      full-scale run's 32). `mixed` draws the jackknife, samples-only and pairs-only
+      rows, so `both`, `sum` and `twoway` cannot be read back from its recorded SDs.
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
-    interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point (bench/bench_coverage.py measures
-    every procedure; results/coverage.json).
+    interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
+    (bench/bench_coverage.py measures every procedure; results/coverage.json).
     """
     procedure: str
     n_units: int
@@ -122,7 +121,7 @@ class IntervalPlan:
             if self.n_units < 2:  # one pair: no spread to estimate, no interval
                 return None, None
             from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level
-            z = float(stdtrit(max(self.n_units - 1, 1), 0.975 if z == 1.96 else ndtr(z)))
+            z = float(stdtrit(self.n_units - 1, 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
 
