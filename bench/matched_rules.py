@@ -1,0 +1,130 @@
+"""Coverage of candidate interval rules per read class on a stored components study of the
+annealed-endpoint simulation (bench/bench_matched_components.py), and the selection rule of
+bench/results/matched_rules_plan.md.
+
+    python bench/matched_rules.py results/matched_components_seed25.jsonl [--select] [--confirm RULES]
+
+--confirm takes the selection's adopted rules (class=rule,...) and checks them on a fresh
+seed's store (every read of the class within 0.93-0.97).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tpr_rules import Z, load, one_arm, score  # noqa: E402  (bench/tpr_rules.py)
+
+CANDIDATES = ("C0", "C1", "C3", "C6", "C8", "CJ", "CJt")
+NAMES = {"C0": "both", "C1": "twoway", "C3": "sum", "C6": "pairs_t", "C8": "jacksum",
+         "CJ": "jackknife", "CJt": "jackknife_t"}
+DESIGNS = {"C0": 1, "C1": 3, "C3": 2, "C6": 1, "C8": 2, "CJ": 1, "CJt": 1}
+EQ = range(3)
+CLASSES = {  # class: (reads, today's rule, selected here (True) or a check only)
+    "A": (("auc_matched", "auc_fit"), "C8", True),
+    "B": (("auc_overlap", "auc_fit_overlap"), "C8", True),
+    "C": (("fz_flipped_matched", "fz_flipped_overlap", "fz_ood_matched", "fz_flipped_fit",
+           "fz_ood_fit"), "C8", True),
+    "D": (("tpr_low_matched",), "C6", True),
+    "E": (tuple(f"eq{k}_auc_all" for k in EQ), "C8", True),
+    "F": (tuple(f"eq{k}_fz_{s}" for k in EQ for s in ("flipped", "ood")), "C8", False),
+    "G": (tuple(f"eq{k}_tpr_low_all" for k in EQ), "C6", False),
+}
+LABEL = {"A": "AUC at the common point", "B": "AUC over the overlap",
+         "C": "memorization at matched utility or fit", "D": "TPR at 1e-3 at matched utility",
+         "E": "AUC at equal budget", "F": "memorization at equal budget (check)",
+         "G": "TPR at 1e-3 at equal budget (check)"}
+
+
+def interval(r: np.ndarray, rule: str, pairs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) per run of one read's records under a candidate."""
+    if rule in ("CJ", "CJt"):
+        q = Z if rule == "CJ" else stats.t.ppf(0.975, pairs - 1)
+        h = q * np.sqrt(r[:, 4])
+        return r[:, 0] - h, r[:, 0] + h
+    return one_arm(r, rule, pairs)
+
+
+def table(store: Path) -> tuple[dict, int]:
+    """({read: {rule: score}}, runs)."""
+    truth, rec, pairs = load(store)
+    reads = [r for c in CLASSES.values() for r in c[0]]
+    return ({read: {rule: score(*interval(rec[read], rule, pairs), truth[read])
+                    for rule in CANDIDATES} for read in reads}, len(rec[reads[0]]))
+
+
+def fine(s: dict, band=(0.935, 0.965)) -> bool:
+    return (band[0] <= s["coverage"] <= band[1] and s["miss_below"] <= 0.04
+            and s["miss_above"] <= 0.04)
+
+
+def select(tab: dict, cls: str) -> tuple[str, str]:
+    """(the plan's choice for class `cls`, why)."""
+    reads, today, _ = CLASSES[cls]
+    ok = [c for c in CANDIDATES if all(fine(tab[r][c]) for r in reads)]
+    if ok:
+        rel = {c: np.mean([tab[r][c]["mean_width"] / tab[r][today]["mean_width"] for r in reads])
+               for c in ok}
+        best = min(ok, key=lambda c: (rel[c], DESIGNS[c]))
+        return best, f"qualifies ({', '.join(ok)}); width {rel[best]:.3f} x today's"
+    dev = {c: max(abs(tab[r][c]["coverage"] - 0.95) for r in reads) for c in CANDIDATES}
+    best = min(CANDIDATES, key=lambda c: (dev[c], DESIGNS[c]))
+    if dev[best] < dev[today]:
+        return best, f"none qualifies; closest to 0.95 (max |cov - 0.95| {dev[best]:.3f} vs today's {dev[today]:.3f})"
+    return today, f"none qualifies; today's is as close as any ({dev[today]:.3f})"
+
+
+def markdown(tab: dict, store: Path, runs: int, chosen: dict | None = None) -> str:
+    truth, _, _ = load(store)
+    L = [f"`{store}` ({runs} runs). Each cell: coverage [95 % Monte Carlo range] / mean width; "
+         "misses below, above. Nominal 0.95, target 0.93-0.97.", ""]
+    for cls, (reads, today, selected) in CLASSES.items():
+        L += [f"### {cls}: {LABEL[cls]} (today: {NAMES[today]})", "",
+              "| read (truth) | " + " | ".join(f"{c} {NAMES[c]}" for c in CANDIDATES) + " |",
+              "|---|" + "---|" * len(CANDIDATES)]
+        for r in reads:
+            cells = [f"{s['coverage']:.3f} [{s['mc_range'][0]:.3f}, {s['mc_range'][1]:.3f}] / "
+                     f"{s['mean_width']:.4f}; {s['miss_below']:.3f}, {s['miss_above']:.3f}"
+                     for s in (tab[r][c] for c in CANDIDATES)]
+            L.append(f"| {r} ({truth[r]:.4f}) | " + " | ".join(cells) + " |")
+        if chosen is not None and cls in chosen:
+            L += ["", f"selection: {chosen[cls][0]} {NAMES[chosen[cls][0]]} ({chosen[cls][1]})"]
+        L.append("")
+    return "\n".join(L)
+
+
+def confirm(tab: dict, rules: dict) -> dict:
+    """{class: (rule, every read within 0.93-0.97, coverages)} on a fresh store."""
+    out = {}
+    for cls, rule in rules.items():
+        reads = CLASSES[cls][0]
+        cov = [tab[r][rule]["coverage"] for r in reads]
+        out[cls] = (rule, all(0.93 <= c <= 0.97 for c in cov), cov)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--select", action="store_true")
+    ap.add_argument("--confirm", default=None, help="class=rule,... (e.g. D=C0,C=C6)")
+    a = ap.parse_args()
+    tab, runs = table(a.store)
+    chosen = ({cls: select(tab, cls) for cls, (_, _, sel) in CLASSES.items() if sel}
+              if a.select else None)
+    print(markdown(tab, a.store, runs, chosen))
+    if a.confirm:
+        rules = dict(x.split("=") for x in a.confirm.split(","))
+        rules.update({cls: CLASSES[cls][1] for cls in CLASSES if cls not in rules})
+        for cls, (rule, ok, cov) in confirm(tab, rules).items():
+            print(f"{cls} {LABEL[cls]}: {NAMES[rule]} covers "
+                  + ", ".join(f"{c:.3f}" for c in cov) + (" (within 0.93-0.97)" if ok else
+                                                          " (NOT within 0.93-0.97)"))
+
+
+if __name__ == "__main__":
+    main()
