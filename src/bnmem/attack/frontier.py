@@ -218,14 +218,17 @@ def overtraining(ends: list[dict], budgets: list[int]) -> list[dict]:
 
 def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     """a - b under every criterion (point = draw 0, interval from the draws via `plan`,
-    bnmem.attack.intervals.IntervalPlan), plus a - b at every equal budget."""
+    bnmem.attack.intervals.IntervalPlan, each figure tagged with its read: "@common",
+    "@overlap", "@equal", as `mixed` picks its rule per read), plus a - b at every equal
+    budget."""
     out: dict = {"criteria": {}, "equal_budget": []}
     for crit in CRITERIA:
         rows = [draw_compare(a, b, crit) for a, b in zip(draws_a, draws_b)]
         c: dict = {"level": rows[0]["level"], "figures": {}}
         for f in FIGURES:
-            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f),
-                               "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan, f),
+            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f"{f}@common"),
+                               "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan,
+                                                   f"{f}@overlap"),
                                # each arm's own value there (point estimates): the floor rule
                                "arms_at_common": [None if not np.isfinite(v) else float(v)
                                                   for v in rows[0][f"{f}_arms"]],
@@ -241,7 +244,7 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
-                                                 zip(draws_a, draws_b)], plan, f)
+                                                 zip(draws_a, draws_b)], plan, f"{f}@equal")
                                     for f in FIGURES})
     # the primary criterion's AUC difference over draw 0's overlap, with its band
     key, sign = CRITERIA[PRIMARY]
@@ -250,7 +253,8 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     curve = np.array([pareto_grid(_series(a, key, sign), _series(a, "auc_all", None), grid)
                       - pareto_grid(_series(b, key, sign), _series(b, "auc_all", None), grid)
                       for a, b in zip(draws_a, draws_b)]).reshape(len(draws_a), -1)
-    band = [plan.ci(curve[0, g], curve[:, g], "auc_all") for g in range(grid.size)]
+    # each grid point is read as a common point is (bnmem.attack.intervals.MIXED_RULES)
+    band = [plan.ci(curve[0, g], curve[:, g], "auc_all@common") for g in range(grid.size)]
     out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}
     return out

@@ -23,8 +23,8 @@ def percentile_ci(values: np.ndarray, level: float = 0.95,
 
 
 # every procedure a coverage study can measure: the pipeline's attack.interval options plus
-# pairs_t, which `mixed` uses for TPR at low FPR
-PROCEDURES = INTERVAL_PROCEDURES + ("pairs_t",)
+# the two `mixed` may read per figure: pairs_t and jackknife_t (Student t on the pairs)
+PROCEDURES = INTERVAL_PROCEDURES + ("pairs_t", "jackknife_t")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class IntervalPlan:
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
     - pairs_t: V_p with Student's t on P - 1 degrees of freedom instead of 1.96 (the
       pairs are the independent units; samples fixed);
+    - jackknife_t: V_j with Student's t on P - 1 degrees of freedom (Tukey's jackknife
+      interval);
     - mixed (the default, `mixed_procedure`): jacksum for AUC, memorization and
       accuracies, pairs_t for TPR at low FPR, whether one arm's figure, a paired difference
       at equal epochs or one at matched utility. Under the noise structure of real shadows
@@ -116,8 +118,9 @@ class IntervalPlan:
              "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
                                    var["pairs"]),
              "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
+             "jackknife_t": lambda: var["jackknife"],
              "jacksum": lambda: var["jackknife"] + var["samples"]}[procedure]()
-        if procedure == "pairs_t":  # Student's t on P - 1 df (stdtrit is t.ppf bit for bit)
+        if procedure in ("pairs_t", "jackknife_t"):  # Student's t on P - 1 df (stdtrit is t.ppf bit for bit)
             if self.n_units < 2:  # one pair: no spread to estimate, no interval
                 return None, None
             from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level
@@ -126,13 +129,58 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
+# `mixed`'s rule per (figure family, read). Reads: "one" (one arm's figure, or a paired
+# difference at equal epochs in one run: the attack stage's headline), "equal" (a - b at an
+# equal budget of the annealed endpoints), "common" (a - b at the common point of a matched
+# criterion, interpolated between endpoints; also the frontier curve's pointwise band) and
+# "overlap" (a - b averaged over the criterion's overlap). Families: "auc" (AUC of any
+# subset), "mem" (memorization: Feldman-Zhang and IN accuracy on flipped / OOD samples),
+# "tpr" (TPR at low FPR), "other" (accuracies, loss, gap). Provenance per entry: README
+# *Intervals*; pairs_t for TPR one arm / at equal epochs was selected on seed 22 and
+# confirmed on seed 23 (bench/results/tpr_rules_plan.md); jacksum for the rest (seeds
+# 14-21, bench/results/coverage_seed21.md, coverage_matched_seed21.md); at matched
+# utility TPR under pairs_t under-covers (0.926 on seed 24).
+MIXED_RULES: dict[tuple[str, str], str] = {
+    **{(family, read): "jacksum" for family in ("auc", "mem", "other")
+       for read in ("one", "equal", "common", "overlap")},
+    **{("tpr", read): "pairs_t" for read in ("one", "equal", "common", "overlap")},
+}
+READS = ("one", "equal", "common", "overlap")
+
+
+def family(figure: str) -> str:
+    """A figure key's family (MIXED_RULES): auc_*, tpr_*, fz_* / in_acc_flipped /
+    in_acc_ood (memorization), else other."""
+    if figure.startswith("auc"):
+        return "auc"
+    if figure.startswith("tpr"):
+        return "tpr"
+    if figure.startswith("fz_") or figure in ("in_acc_flipped", "in_acc_ood"):
+        return "mem"
+    return "other"
+
+
 def mixed_procedure(figure: str) -> str:
-    """The procedure `mixed` uses for a figure: pairs_t for TPR at low FPR (pre-registered
-    selection and confirmation, bench/results/tpr_rules_plan.md), jacksum for the rest,
-    however the figure is read (one arm, a paired difference, matched utility; the
-    jackknife alone for paired AUC differences at equal epochs was tried and failed its
-    fresh confirmation, 0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
-    return "pairs_t" if figure.startswith("tpr") else "jacksum"
+    """The procedure `mixed` uses for a figure key, optionally read-tagged "<key>@<read>"
+    (READS; untagged: "one"): MIXED_RULES by family and read. The jackknife alone for
+    paired AUC differences at equal epochs was tried and failed its fresh confirmation
+    (0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
+    key, _, read = figure.partition("@")
+    read = read or "one"
+    if read not in READS:
+        raise ValueError(f"figure {figure!r}: read {read!r} is not one of {', '.join(READS)}")
+    return MIXED_RULES[(family(key), read)]
+
+
+def read_tag(figure: str, read: str) -> str:
+    """`figure` tagged with the read it is interpolated or differenced at (mixed_procedure)."""
+    return f"{figure}@{read}"
+
+
+def _mixed_designs() -> tuple[str, ...]:
+    """Every design MIXED_RULES' procedures need, in the pipeline's row order."""
+    need = {d for proc in set(MIXED_RULES.values()) for d in designs(proc)}
+    return tuple(d for d in ("jackknife", "samples", "pairs", "both") if d in need)
 
 
 def designs(procedure: str) -> tuple[str, ...]:
@@ -141,7 +189,7 @@ def designs(procedure: str) -> tuple[str, ...]:
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
-            "mixed": ("jackknife", "samples", "pairs")}[procedure]
+            "jackknife_t": ("jackknife",)}[procedure] if procedure != "mixed" else _mixed_designs()
 
 
 def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80) -> dict:
