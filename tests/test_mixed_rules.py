@@ -1,0 +1,89 @@
+"""`mixed` picks its interval rule per figure family and read (bnmem.attack.intervals.
+MIXED_RULES): the study that chose the rules (bench/matched_rules.py) computes each
+candidate exactly as the pipeline does, and every read of a frontier comparison gets the
+rule its read names."""
+import numpy as np
+import pytest
+
+from bnmem.attack.intervals import (MIXED_RULES, READS, IntervalPlan, designs, family,
+                                    mixed_procedure)
+from conftest import load_script
+
+SEGMENTS = {"jackknife": (1, 9), "samples": (9, 109), "pairs": (109, 209), "both": (209, 309)}
+
+
+def _draws(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.r_[0.02, 0.02 + rng.normal(0, 0.004, 308)]
+
+
+@pytest.mark.parametrize("rule", ["C0", "C1", "C3", "C6", "C8", "CJ", "CJt"])
+def test_the_studys_candidates_are_the_pipelines_procedures(rule):
+    study = load_script("bench/matched_rules.py")
+    draws = _draws(7)
+    proc = study.NAMES[rule]
+    plan = IntervalPlan(proc, 8, {d: SEGMENTS[d] for d in designs(proc)})
+    var = IntervalPlan("both", 8, SEGMENTS).variances(draws)
+    rec = np.array([[draws[0], var["pairs"], var["samples"], var["both"], var["jackknife"],
+                     np.nan, np.nan, np.nan]])
+    lo, hi = study.interval(rec, rule, 8)
+    # half-widths: the study's normal quantile is 1.959964, the pipeline's 1.96 (2e-5 apart)
+    ref = plan.ci(float(draws[0]), draws, "x")
+    assert hi[0] - draws[0] == pytest.approx(ref[1] - draws[0], rel=1e-4)
+    assert draws[0] - lo[0] == pytest.approx(draws[0] - ref[0], rel=1e-4)
+    other = IntervalPlan("samples", 8, SEGMENTS).ci(float(draws[0]), draws, "x")
+    assert hi[0] - draws[0] != pytest.approx(other[1] - draws[0], rel=1e-4)  # it can fail
+
+
+def test_mixed_reads_every_family_and_read_from_its_rule():
+    draws = _draws(8)
+    mixed = IntervalPlan("mixed", 8, {d: SEGMENTS[d] for d in designs("mixed")})
+    for fig, fam in (("auc_all", "auc"), ("auc_clean", "auc"), ("fz_ood", "mem"),
+                     ("in_acc_flipped", "mem"), ("tpr_low_all", "tpr"), ("tpr_vlow_all", "tpr"),
+                     ("out_acc_clean", "other"), ("gen_gap", "other")):
+        assert family(fig) == fam
+        for read in READS:
+            proc = MIXED_RULES[(fam, read)]
+            tagged = fig if read == "one" else f"{fig}@{read}"
+            assert mixed_procedure(tagged) == proc
+            ref = IntervalPlan(proc, 8, {d: SEGMENTS[d] for d in designs(proc)})
+            assert mixed.ci(0.02, draws, tagged) == ref.ci(0.02, draws, "x")
+    with pytest.raises(ValueError, match="auc_all@matched"):
+        mixed_procedure("auc_all@matched")
+
+
+def test_frontier_reads_are_tagged_with_their_read():
+    """frontier.compare's common-point, overlap and equal-budget intervals are those of the
+    rule for that read: a rule table whose reads differ shows it (each read its own
+    procedure, so a read tagged wrongly gets another's interval)."""
+    from bnmem.attack import frontier, intervals
+    rng = np.random.default_rng(3)
+
+    def arm(shift):
+        return [[{"out_acc_clean": u + d * 0.01, "in_acc_clean": u + 0.05, "train_loss": 1 - u,
+                  "gen_gap": 0.05, **{f: 0.5 + u / 4 + shift + rng.normal(0, 0.01)
+                                      for f in frontier.FIGURES}}
+                 for u in (0.6, 0.7, 0.8)] for d in range(21)]
+    a, b = arm(0.02), arm(0.0)
+    plan = IntervalPlan("mixed", 4, {"jackknife": (1, 5), "samples": (5, 13),
+                                     "pairs": (13, 21)})
+    old = dict(intervals.MIXED_RULES)
+    try:
+        for fam in ("auc", "mem", "tpr", "other"):
+            intervals.MIXED_RULES.update({(fam, "one"): "jacksum", (fam, "equal"): "samples",
+                                          (fam, "common"): "jackknife", (fam, "overlap"): "pairs"})
+        out = frontier.compare(a, b, plan)
+    finally:
+        intervals.MIXED_RULES.clear()
+        intervals.MIXED_RULES.update(old)
+    rows = [frontier.draw_compare(x, y, "heldout") for x, y in zip(a, b)]
+    for read, proc, vals in (("common", "jackknife", [r["auc_all"] for r in rows]),
+                             ("overlap", "pairs", [r["auc_all_overlap"] for r in rows])):
+        ref = IntervalPlan(proc, 4, {proc: plan.segments[proc]}).summary(vals, "x")
+        got = out["criteria"]["heldout"]["figures"]["auc_all"]["at_common" if read == "common"
+                                                               else "overlap"]
+        assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
+    eq = [x[1]["fz_ood"] - y[1]["fz_ood"] for x, y in zip(a, b)]
+    ref = IntervalPlan("samples", 4, {"samples": plan.segments["samples"]}).summary(eq, "x")
+    got = out["equal_budget"][1]["fz_ood"]
+    assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
