@@ -87,3 +87,25 @@ def test_frontier_reads_are_tagged_with_their_read():
     ref = IntervalPlan("samples", 4, {"samples": plan.segments["samples"]}).summary(eq, "x")
     got = out["equal_budget"][1]["fz_ood"]
     assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
+
+
+def test_lean_rows_are_only_the_designs_no_full_figure_reads():
+    """A design's rows may skip per-subset AUCs and per-epoch figures (lean) only if no AUC
+    rule of any read and no one-run rule but TPR's reads them."""
+    from bnmem.attack import intervals
+    old = dict(intervals.MIXED_RULES)
+    try:
+        assert intervals.lean_designs() == tuple(
+            d for d in designs("mixed")
+            if not any(d in designs(p) for (f, r), p in old.items()
+                       if f == "auc" or (r == "one" and f != "tpr")))
+        intervals.MIXED_RULES[("tpr", "common")] = "both"
+        assert "both" in designs("mixed") and "both" in intervals.lean_designs()
+        intervals.MIXED_RULES[("auc", "equal")] = "both"  # subset AUCs at equal budget
+        assert "both" in designs("mixed") and "both" not in intervals.lean_designs()
+        intervals.MIXED_RULES[("auc", "equal")] = old[("auc", "equal")]
+        intervals.MIXED_RULES[("mem", "one")] = "pairs_t"  # the per-epoch curve reads pairs
+        assert "pairs" not in intervals.lean_designs()
+    finally:
+        intervals.MIXED_RULES.clear()
+        intervals.MIXED_RULES.update(old)

@@ -177,6 +177,16 @@ def read_tag(figure: str, read: str) -> str:
     return f"{figure}@{read}"
 
 
+def lean_designs() -> tuple[str, ...]:
+    """The designs of `mixed` whose rows only figures a lean draw computes read
+    (bnmem.attack.resample.arm_draw's `lean`: no per-subset AUC, no per-epoch figure): no
+    AUC rule of any read uses them (subset AUCs) and no one-run rule of AUC, memorization or
+    the other figures (the per-epoch curve is read one run at a time)."""
+    full = {d for (fam, read), proc in MIXED_RULES.items()
+            if fam == "auc" or (read == "one" and fam != "tpr") for d in designs(proc)}
+    return tuple(d for d in _mixed_designs() if d not in full)
+
+
 def _mixed_designs() -> tuple[str, ...]:
     """Every design MIXED_RULES' procedures need, in the pipeline's row order."""
     need = {d for proc in set(MIXED_RULES.values()) for d in designs(proc)}

@@ -26,6 +26,7 @@ from bnmem.core.config import Config
 from bnmem.core.recipes import budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
+from bnmem.attack.intervals import lean_designs
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
 from bnmem.attack.roc import (
     ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
@@ -305,7 +306,7 @@ def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows) = task, _JOB
     out, caches = [], [{} for _ in range(len(data[arm]["budgets"]) + 1)]
     for r in rows:
-        lean = lean_rows[0] <= r < lean_rows[1]
+        lean = any(a <= r < b for a, b in lean_rows)
         d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
                      one_sided, caches[-1], lean)
         # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
@@ -338,9 +339,10 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     one_sided = cfg.attack.offline_one_sided
 
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
-    # procedure mixed reads the pairs-only rows for TPR at low FPR only: those rows
-    # compute nothing else (bnmem.attack.resample.arm_draw's lean)
-    lean_rows = plan.segments.get("pairs", (0, 0)) if plan.procedure == "mixed" else (0, 0)
+    # procedure mixed reads some designs' rows only for figures a lean draw computes
+    # (bnmem.attack.intervals.lean_designs, bnmem.attack.resample.arm_draw's lean)
+    lean_rows = ([plan.segments[d] for d in lean_designs()] if plan.procedure == "mixed"
+                 else [])
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     # forked workers read the inputs as _JOB: nothing is pickled but the results
