@@ -88,8 +88,10 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     out = {}
     for proc in procedures:
         plan = IntervalPlan(proc, p, {d: segments[d] for d in designs(proc)})
-        names = list(figures) + [f"{f}_delta" for f in figures]
-        ci = [plan.ci(float(vals[0, j]), vals[:, j], names[j]) for j in range(vals.shape[1])]
+        # one arm's figures, then the paired differences, read as the attack stage reads a - b
+        # at equal epochs (bnmem.attack.intervals.MIXED_RULES)
+        reads = list(figures) + [f"{f}@equal" for f in figures]
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], reads[j]) for j in range(vals.shape[1])]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])
     return out

@@ -211,7 +211,9 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
             plan: IntervalPlan | None = None, epochs_at: tuple | None = None) -> dict:
     """a - b per figure at equal (final) epochs and at matched fit, point estimate (draw 0)
     with a 95 % interval from the other draws (models and samples resampled;
-    `bnmem.attack.intervals.IntervalPlan`). `epochs_at`: the epochs each arm's within-run
+    `bnmem.attack.intervals.IntervalPlan`; the equal-epoch differences are read "@equal",
+    the within-run matched-fit ones as one run's figures: MIXED_RULES). `epochs_at`: the
+    epochs each arm's within-run
     curve was recorded at (the matched point's epoch_a / epoch_b are read on them; None:
     every epoch from 1).
 
@@ -225,7 +227,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
         if key in ("epoch", "units", "endpoints"):
             continue
         vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
-        out["equal_epochs"][key] = _summary(vals, plan, key)
+        out["equal_epochs"][key] = _summary(vals, plan, f"{key}@equal")
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
     # the per-epoch attack sees the identity query only (the one recorded during training), so
@@ -233,7 +235,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     # all-queries auc_all above
     vals = np.array([a["epoch"]["auc_all"][-1] - b["epoch"]["auc_all"][-1]
                      for a, b in zip(draws_a, draws_b)])
-    out["equal_epochs"]["auc_identity"] = _summary(vals, plan, "auc_identity")
+    out["equal_epochs"]["auc_identity"] = _summary(vals, plan, "auc_identity@equal")
     keys = {"auc_identity": "auc_all", "in_acc_flipped": "in_acc_flipped",
             "in_acc_ood": "in_acc_ood", "fz_flipped": "fz_flipped",
             "fz_ood": "fz_ood"}  # output name -> per-epoch figure
