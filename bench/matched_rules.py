@@ -10,6 +10,7 @@ seed's store (every read of the class within 0.93-0.97).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def table(store: Path) -> tuple[dict, int]:
     """({read: {rule: score}}, runs)."""
     truth, rec, pairs = load(store)
     reads = [r for c in CLASSES.values() for r in c[0]]
+    meta = json.loads(store.with_suffix(".meta.json").read_text())
+    if len(rec[reads[0]]) != meta["runs"]:
+        raise SystemExit(f"{store}: {len(rec[reads[0]])} readable runs, its meta says "
+                         f"{meta['runs']}: a unit was lost; rerun the study to complete it")
     return ({read: {rule: score(*interval(rec[read], rule, pairs), truth[read])
                     for rule in CANDIDATES} for read in reads}, len(rec[reads[0]]))
 
@@ -91,6 +96,9 @@ def markdown(tab: dict, store: Path, runs: int, chosen: dict | None = None) -> s
                      f"{s['mean_width']:.4f}; {s['miss_below']:.3f}, {s['miss_above']:.3f}"
                      for s in (tab[r][c] for c in CANDIDATES)]
             L.append(f"| {r} ({truth[r]:.4f}) | " + " | ".join(cells) + " |")
+        counts = {tab[r][c]["runs"] for r in reads for c in CANDIDATES}
+        if len(counts) > 1:
+            L += ["", f"runs with an interval differ between candidates or reads: {sorted(counts)}"]
         if chosen is not None and cls in chosen:
             L += ["", f"selection: {chosen[cls][0]} {NAMES[chosen[cls][0]]} ({chosen[cls][1]})"]
         L.append("")
@@ -119,6 +127,10 @@ def main() -> None:
     print(markdown(tab, a.store, runs, chosen))
     if a.confirm:
         rules = dict(x.split("=") for x in a.confirm.split(","))
+        bad = [f"{c}={r}" for c, r in rules.items() if c not in CLASSES or r not in CANDIDATES]
+        if bad:
+            raise SystemExit(f"--confirm: {', '.join(bad)}: classes are {', '.join(CLASSES)}, "
+                             f"rules {', '.join(CANDIDATES)}")
         rules.update({cls: CLASSES[cls][1] for cls in CLASSES if cls not in rules})
         for cls, (rule, ok, cov) in confirm(tab, rules).items():
             print(f"{cls} {LABEL[cls]}: {NAMES[rule]} covers "

@@ -227,6 +227,15 @@ def test_a_stored_study_resumes_to_the_uninterrupted_result(tmp_path):
     store.write_text("\n".join(lines[:7]) + "\n" + lines[7][:40])  # 6 truths, a cut run line
     again = coverage_table(5, workers=2, store=store, **kw)
     assert same(again, plain)
+    # the rerun unit starts its own line: every unit is readable for the next resume
+    units = []
+    for line in store.read_text().splitlines()[1:]:
+        try:
+            units.append(json.loads(line))
+        except ValueError:  # the cut line itself
+            pass
+    assert sorted((u["kind"], u["i"]) for u in units) == sorted(
+        [("truth", i) for i in range(6)] + [("run", i) for i in range(5)])
     assert not same(again, coverage_table(5, **{**kw, "seed": 5}))  # the check can fail
     with pytest.raises(ValueError, match="another study"):
         coverage_table(5, store=store, **{**kw, "seed": 4})

@@ -167,7 +167,11 @@ def _stored(truth_row, truth_args: list, run, run_args: list, workers: int, stor
     key = _fingerprint(truth_args, run_args)
     have: dict[tuple[str, int], object] = {}
     if store.is_file():
-        lines = store.read_text().splitlines()
+        text = store.read_text()
+        if text and not text.endswith("\n"):  # a kill cut the last line: end it, so the
+            with open(store, "a") as f:       # next unit starts a line of its own
+                f.write("\n")
+        lines = text.splitlines()
         head = json.loads(lines[0]) if lines else {}
         if head.get("study") != key:
             raise ValueError(f"{store}: holds another study's units ({head.get('study')}); "

@@ -129,9 +129,10 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
-# `mixed`'s rule per (figure family, read). Reads: "one" (one arm's figure, or a paired
-# difference at equal epochs in one run: the attack stage's headline), "equal" (a - b at an
-# equal budget of the annealed endpoints), "common" (a - b at the common point of a matched
+# `mixed`'s rule per (figure family, read). Reads: "one" (one arm's figure, or a
+# within-run matched-fit difference on the per-epoch curve), "equal" (a - b of two runs
+# trained equally long: the attack stage's paired differences at equal epochs and the
+# frontier's at each equal budget), "common" (a - b at the common point of a matched
 # criterion, interpolated between endpoints; also the frontier curve's pointwise band) and
 # "overlap" (a - b averaged over the criterion's overlap). Families: "auc" (AUC of any
 # subset), "mem" (memorization: Feldman-Zhang and IN accuracy on flipped / OOD samples),

@@ -145,9 +145,10 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     "epoch_correct" [m,E,N] | None, optionally "loss" [m,N] (per-pair cross-entropy: gives
     train_loss)}. cache: a dict kept across draws of this `data` (memoizes the unresampled
     pairs' scores). lean: the per-subset AUCs and the per-epoch figures are nan (all
-    samples' AUC and TPR, accuracies, memorization and loss are computed): the rows whose
-    design only TPR's interval reads (procedure `mixed`: the pairs-only rows serve TPR
-    at low FPR alone, and it needs the utilities that locate a matched point).
+    samples' AUC and TPR, accuracies, memorization and loss are computed): the rows of a
+    design no per-subset AUC or per-epoch figure reads (procedure `mixed`:
+    bnmem.attack.intervals.lean_designs; the utilities that locate a matched point are
+    computed).
     """
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
