@@ -109,3 +109,30 @@ def test_lean_rows_are_only_the_designs_no_full_figure_reads():
     finally:
         intervals.MIXED_RULES.clear()
         intervals.MIXED_RULES.update(old)
+
+
+def test_equal_epoch_differences_of_the_stage_are_read_at_equal():
+    """The attack stage's paired differences at equal epochs (resample.compare) take the
+    "equal" rule, not one arm's."""
+    from bnmem.attack import intervals
+    from bnmem.attack.resample import compare
+    rng = np.random.default_rng(5)
+    a = [{"auc_all": 0.6 + rng.normal(0, 0.01), "fz_ood": 0.3 + rng.normal(0, 0.02)}
+         for _ in range(21)]
+    b = [{"auc_all": 0.55 + rng.normal(0, 0.01), "fz_ood": 0.2 + rng.normal(0, 0.02)}
+         for _ in range(21)]
+    plan = IntervalPlan("mixed", 4, {"jackknife": (1, 5), "samples": (5, 13), "pairs": (13, 21)})
+    old = dict(intervals.MIXED_RULES)
+    try:
+        intervals.MIXED_RULES.update({("auc", "one"): "jacksum", ("auc", "equal"): "pairs",
+                                      ("mem", "one"): "jacksum", ("mem", "equal"): "samples"})
+        out = compare(a, b, plan=plan)["equal_epochs"]
+    finally:
+        intervals.MIXED_RULES.clear()
+        intervals.MIXED_RULES.update(old)
+    for key, proc in (("auc_all", "pairs"), ("fz_ood", "samples")):
+        vals = [x[key] - y[key] for x, y in zip(a, b)]
+        ref = IntervalPlan(proc, 4, {proc: plan.segments[proc]}).summary(vals, "x")
+        assert (out[key]["lo"], out[key]["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
+        one = IntervalPlan("jacksum", 4, plan.segments).summary(vals, "x")
+        assert (out[key]["lo"], out[key]["hi"]) != pytest.approx((one["lo"], one["hi"]), rel=1e-6)
