@@ -418,8 +418,8 @@ def test_attack_stage_end_to_end(tmp_path):
     row = c["equal_epochs"]["auc_all"]
     assert row["lo"] <= row["value"] <= row["hi"]
     # procedure mixed: AUC from the jackknife + samples rows (1.96), TPR from the pairs-only
-    # rows (the lean ones) with Student's t on P - 1 = 5 df
-    assert set(mem["segments"]) == {"jackknife", "samples", "pairs"}
+    # rows with Student's t on P - 1 = 5 df; the joint rows for AUC over a matched overlap
+    assert set(mem["segments"]) == {"jackknife", "samples", "pairs", "both"}
     sd = row["sd"]
     assert row["hi"] - row["value"] == pytest.approx(1.96 * np.hypot(sd["jackknife"], sd["samples"]))
     assert mem["arms"]["none"]["null"]["masks"] == 16
@@ -448,8 +448,8 @@ def test_attack_stage_end_to_end(tmp_path):
 
 def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t():
     """The stage's models+samples bootstrap under `mixed`: AUC from the jackknife and
-    samples-only rows (± 1.96 sd), TPR at 1e-3 from the pairs-only rows, which are the lean
-    ones (± t(P - 1) sd)."""
+    samples-only rows (± 1.96 sd), TPR at 1e-3 from the pairs-only rows, which skip the
+    per-epoch figures (± t(P - 1) sd)."""
     from scipy import stats
 
     from bnmem.attack.stage import _resampled
@@ -468,7 +468,7 @@ def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t():
                      "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
                      "loss": rng.random((m, n)), "budgets": []}
     mem = _resampled(cfg, data, kind, "lira_online_fixed")
-    assert set(mem["segments"]) == {"jackknife", "samples", "pairs"}
+    assert set(mem["segments"]) == {"jackknife", "samples", "pairs", "both"}
     row = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
     t = stats.t.ppf(0.975, m // 2 - 1)
     assert row["tpr_low_all"]["value"] is not None

@@ -14,7 +14,7 @@ def test_report_quotes_the_tpr_rules_confirmation():
     tab = rules.table(ROOT / "results" / "tpr_components_seed23.jsonl")["C6"]  # pairs_t
     one, diff = tab["one_arm"]["coverage"], tab["difference"]["coverage"]
     text = _procedure_text("mixed", 100, 8)
-    assert f"{one:.3f} one arm, {diff:.3f} paired on its confirmation seed" in text
+    assert f"{one:.3f} one arm, {diff:.3f} paired, " in text
     misses = [tab[k]["miss_below"] for k in ("one_arm", "difference")]
     sel22 = rules.table(ROOT / "results" / "tpr_components_seed22.jsonl")["C6"]
     misses += [sel22[k]["miss_below"] for k in ("one_arm", "difference")]
@@ -45,3 +45,35 @@ def test_the_studys_pairs_t_is_the_pipelines():
     assert mixed.ci(0.01, draws, "tpr_low_all") == plan.ci(0.01, draws, "tpr_low_all")
     # one pair: no spread to estimate, so no interval (not a zero-width one)
     assert IntervalPlan("pairs_t", 1, {"pairs": (1, 101)}).ci(0.01, draws, "tpr_low_all") == (None, None)
+
+
+def test_report_quotes_the_matched_rules_studies():
+    """The matched reads' coverages report.md quotes are the seed-25/26 studies'
+    (bench/results/matched_rules_plan.md), recomputed from their stores, and the rules the
+    pipeline runs are the ones adopted there."""
+    mr = load_script("bench/matched_rules.py")
+    tab25, _ = mr.table(ROOT / "results" / "matched_components_seed25.jsonl")
+    tab26, runs = mr.table(ROOT / "results" / "matched_components_seed26.jsonl")
+    assert runs == 500
+    text = _procedure_text("mixed", 100, 8)
+    cov = lambda tab, read, rule: tab[read][rule]["coverage"]  # noqa: E731
+    a = [cov(tab26, r, "C6") for r in ("auc_matched", "auc_fit")]
+    b = [cov(tab26, r, "C0") for r in ("auc_overlap", "auc_fit_overlap")]
+    assert f"{a[0]:.3f} / {a[1]:.3f} at the common point" in text
+    assert f"{b[0]:.3f} / {b[1]:.3f} over their overlap" in text
+    assert f"{cov(tab26, 'tpr_low_matched', 'C6'):.3f} at matched utility" in text
+    both = (tab25, tab26)
+    mem = max(cov(t, r, "C8") for t in both for r in mr.CLASSES["C"][0])
+    assert f"matched utility or fit (up to {mem:.3f})" in text
+    eqm = max(cov(t, r, "C8") for t in both for r in mr.CLASSES["F"][0])
+    assert f"budgets (up to {eqm:.3f}) and TPR" in text
+    eqa = [cov(t, r, "C8") for t in both for r in mr.CLASSES["E"][0]]
+    assert f"covers {min(eqa):.3f}-{max(eqa):.3f} (above" in text
+    eqt = max(cov(t, r, "C6") for t in both for r in mr.CLASSES["G"][0])
+    assert f"(up to {eqt:.3f})" in text
+    from bnmem.attack.intervals import MIXED_RULES
+    assert MIXED_RULES[("auc", "common")] == "pairs_t" and MIXED_RULES[("auc", "overlap")] == "both"
+    assert MIXED_RULES[("tpr", "common")] == "pairs_t"
+    assert {MIXED_RULES[("mem", r)] for r in ("common", "overlap")} == {"jacksum"}
+    assert MIXED_RULES[("auc", "equal")] == "jacksum"
+    assert "AUC (at a matched criterion's common point)" in text  # the rule list names the read

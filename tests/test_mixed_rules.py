@@ -89,26 +89,86 @@ def test_frontier_reads_are_tagged_with_their_read():
     assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
 
 
-def test_lean_rows_are_only_the_designs_no_full_figure_reads():
-    """A design's rows may skip per-subset AUCs and per-epoch figures (lean) only if no AUC
-    rule of any read and no one-run rule but TPR's reads them."""
+def test_row_levels_follow_what_each_design_is_read_for():
+    """A design's rows skip the per-epoch figures (endpoints) only if no one-run rule but
+    TPR's reads them, and the per-subset AUCs too (lean) only if no AUC rule of any read
+    does."""
     from bnmem.attack import intervals
     old = dict(intervals.MIXED_RULES)
     try:
-        assert intervals.lean_designs() == tuple(
-            d for d in designs("mixed")
-            if not any(d in designs(p) for (f, r), p in old.items()
-                       if f == "auc" or (r == "one" and f != "tpr")))
+        full = {d for (f, r), p in old.items() if r == "one" and f != "tpr" for d in designs(p)}
+        auc = {d for (f, r), p in old.items() if f == "auc" for d in designs(p)}
+        assert intervals.design_levels() == {
+            d: "full" if d in full else "endpoints" if d in auc else "lean"
+            for d in designs("mixed")}
+        intervals.MIXED_RULES.clear()
+        intervals.MIXED_RULES.update({k: "jacksum" for k in old})
         intervals.MIXED_RULES[("tpr", "common")] = "both"
-        assert "both" in designs("mixed") and "both" in intervals.lean_designs()
+        assert intervals.design_levels()["both"] == "lean"
+        assert intervals.lean_designs() == ("both",)
         intervals.MIXED_RULES[("auc", "equal")] = "both"  # subset AUCs at equal budget
-        assert "both" in designs("mixed") and "both" not in intervals.lean_designs()
-        intervals.MIXED_RULES[("auc", "equal")] = old[("auc", "equal")]
-        intervals.MIXED_RULES[("mem", "one")] = "pairs_t"  # the per-epoch curve reads pairs
-        assert "pairs" not in intervals.lean_designs()
+        assert intervals.design_levels()["both"] == "endpoints" and not intervals.lean_designs()
+        intervals.MIXED_RULES[("mem", "one")] = "both"  # the per-epoch curve reads it
+        assert intervals.design_levels()["both"] == "full"
     finally:
         intervals.MIXED_RULES.clear()
         intervals.MIXED_RULES.update(old)
+
+
+def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it():
+    """The attack stage's bootstrap with each design at its level (design_levels) gives every
+    interval exactly as with every row computed in full: a level only drops figures no rule
+    of that design reads."""
+    from bnmem.attack import stage
+    from bnmem.core.config import config_from_dict
+    from bnmem.core.keep import keep_matrix
+    rng = np.random.default_rng(12)
+    m, n, e = 16, 400, 3
+    kind = np.zeros(n, np.int8)
+    kind[:15], kind[15:21] = 1, 2
+    keep = keep_matrix(m, n, 0)
+    cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n,
+                            "shadow": {"n_models": m, "budgets": [1, 2], "workers": 1},
+                            "attack": {"model_bootstrap": 20}})
+    data = {}
+    for j, arm in enumerate(cfg.arms):
+        def arm_data(shift):
+            phi = rng.normal(size=(m, n, 1)) + shift * keep[..., None]
+            return {"phi": phi, "keep": keep, "correct": phi[..., 0] > 0.3 - 0.1 * shift,
+                    "model_ids": np.arange(m), "loss": rng.random((m, n))}
+        d = arm_data(0.8 + 0.4 * j)
+        ep = rng.normal(size=(m, e, n)) + (0.5 + 0.3 * j) * keep[:, None]
+        d.update({"epoch_phi": ep, "epoch_correct": ep > 0.2, "epochs": np.arange(1, e + 1),
+                  "budgets": [dict(arm_data(s), epoch_phi=None, epoch_correct=None)
+                              for s in (0.3 + 0.2 * j, 0.5 + 0.3 * j)]})
+        data[arm] = d
+    levels = stage.design_levels()
+    assert set(levels.values()) - {"full"}, "today's rules read some design below full"
+    got = stage._resampled(cfg, data, kind, "lira_online_fixed")
+    try:
+        stage.design_levels = lambda: {d: "full" for d in levels}
+        ref = stage._resampled(cfg, data, kind, "lira_online_fixed")
+    finally:
+        from bnmem.attack import intervals
+        stage.design_levels = intervals.design_levels
+
+    def bounds(x, path=""):
+        if isinstance(x, dict):
+            if "lo" in x and "hi" in x:
+                yield path, (x.get("value"), x["lo"], x["hi"])
+            for k, v in x.items():
+                if k != "sd":
+                    yield from bounds(v, f"{path}/{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                yield from bounds(v, f"{path}[{i}]")
+    mine, full = dict(bounds(got)), dict(bounds(ref))
+    assert mine.keys() == full.keys() and len(mine) > 50
+    # the reads the lower levels serve have intervals here (so a level that dropped them fails)
+    served = [k for k in mine if k.endswith(("auc_clean/at_common", "auc_clean/overlap"))
+              and "/heldout/" in k]
+    assert served and all(mine[k][1] is not None for k in served)
+    assert mine == full
 
 
 def test_equal_epoch_differences_of_the_stage_are_read_at_equal():

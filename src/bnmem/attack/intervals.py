@@ -138,13 +138,18 @@ class IntervalPlan:
 # subset), "mem" (memorization: Feldman-Zhang and IN accuracy on flipped / OOD samples),
 # "tpr" (TPR at low FPR), "other" (accuracies, loss, gap). Provenance per entry: README
 # *Intervals*; pairs_t for TPR one arm / at equal epochs was selected on seed 22 and
-# confirmed on seed 23 (bench/results/tpr_rules_plan.md); jacksum for the rest (seeds
-# 14-21, bench/results/coverage_seed21.md, coverage_matched_seed21.md); at matched
-# utility TPR under pairs_t under-covers (0.926 on seed 24).
+# confirmed on seed 23 (bench/results/tpr_rules_plan.md); the matched reads by the seed-25
+# selection and seed-26 confirmation (bench/results/matched_rules_plan.md): AUC at the
+# common point pairs_t (0.950, 0.956), over the overlap both (0.942, 0.958); TPR at matched
+# utility keeps pairs_t (0.952, 0.954; 0.926 on seed 24); memorization at matched reads and
+# AUC at equal budget keep jacksum (conservative: no candidate confirmed). jacksum for the
+# rest (seeds 14-21, bench/results/coverage_seed21.md, coverage_matched_seed21.md).
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},
     **{("tpr", read): "pairs_t" for read in ("one", "equal", "common", "overlap")},
+    ("auc", "common"): "pairs_t",
+    ("auc", "overlap"): "both",
 }
 READS = ("one", "equal", "common", "overlap")
 
@@ -178,14 +183,25 @@ def read_tag(figure: str, read: str) -> str:
     return f"{figure}@{read}"
 
 
+def design_levels() -> dict[str, str]:
+    """What the rows of each design of `mixed` compute (bnmem.attack.resample.arm_draw's
+    `level`): "full" where a one-run rule of AUC, memorization or the other figures reads
+    them (one arm's per-subset AUCs and the per-epoch curve, which is read one run at a
+    time), "endpoints" where only AUC rules of the two-run reads do (per-subset AUCs at every
+    endpoint, no per-epoch figure), else "lean" (neither)."""
+    out = {}
+    for d in _mixed_designs():
+        reads = [(fam, read) for (fam, read), proc in MIXED_RULES.items() if d in designs(proc)]
+        out[d] = ("full" if any(read == "one" and fam != "tpr" for fam, read in reads) else
+                  "endpoints" if any(fam == "auc" for fam, _ in reads) else "lean")
+    return out
+
+
 def lean_designs() -> tuple[str, ...]:
-    """The designs of `mixed` whose rows only figures a lean draw computes read
-    (bnmem.attack.resample.arm_draw's `lean`: no per-subset AUC, no per-epoch figure): no
-    AUC rule of any read uses them (subset AUCs) and no one-run rule of AUC, memorization or
-    the other figures (the per-epoch curve is read one run at a time)."""
-    full = {d for (fam, read), proc in MIXED_RULES.items()
-            if fam == "auc" or (read == "one" and fam != "tpr") for d in designs(proc)}
-    return tuple(d for d in _mixed_designs() if d not in full)
+    """The designs of `mixed` whose rows only figures a lean draw computes read (no AUC rule
+    of any read and no one-run rule of AUC, memorization or the other figures uses them;
+    design_levels)."""
+    return tuple(d for d, level in design_levels().items() if level == "lean")
 
 
 def _mixed_designs() -> tuple[str, ...]:

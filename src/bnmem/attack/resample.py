@@ -137,19 +137,22 @@ def _lira(cache: dict | None, key, ps: PairSignals, phi: np.ndarray, counts: np.
 
 def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
              counts: np.ndarray, sw: np.ndarray, kind: np.ndarray, variant: str,
-             one_sided: bool, cache: dict | None = None, lean: bool = False
+             one_sided: bool, cache: dict | None = None, level: str = "full"
              ) -> dict[str, float | np.ndarray]:
     """All figures of one arm in one draw (see the module docstring).
 
     data: {"phi" [m,N,Q], "keep" [m,N], "correct" [m,N], "epoch_phi" [m,E,N] | None,
     "epoch_correct" [m,E,N] | None, optionally "loss" [m,N] (per-pair cross-entropy: gives
     train_loss)}. cache: a dict kept across draws of this `data` (memoizes the unresampled
-    pairs' scores). lean: the per-subset AUCs and the per-epoch figures are nan (all
-    samples' AUC and TPR, accuracies, memorization and loss are computed): the rows of a
-    design no per-subset AUC or per-epoch figure reads (procedure `mixed`:
-    bnmem.attack.intervals.lean_designs; the utilities that locate a matched point are
-    computed).
+    pairs' scores). level: "full" computes every figure; "endpoints" leaves the per-epoch
+    figures nan; "lean" also the per-subset AUCs (all samples' AUC and TPR, accuracies,
+    memorization and loss are computed at every level, as are the utilities that locate a
+    matched point): the rows of a design that no per-epoch figure, or no per-subset AUC
+    either, reads (procedure `mixed`: bnmem.attack.intervals.design_levels).
     """
+    if level not in ("full", "endpoints", "lean"):
+        raise ValueError(f"level {level!r}: one of full, endpoints, lean")
+    lean = level == "lean"
     keep, m = data["keep"], data["keep"].shape[0]
     mw = _model_weights(ps_final, counts, m)
     scores, rankings = _lira(cache, "final", ps_final, data["phi"], counts, variant, one_sided)
@@ -177,7 +180,7 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
     if data.get("loss") is not None:  # mean cross-entropy on the training sets
         den = mw @ keep @ sw
         out["train_loss"] = float(mw @ (data["loss"] * keep) @ sw / den) if den > 0 else np.nan
-    if data.get("epoch_phi") is not None and lean:
+    if data.get("epoch_phi") is not None and level != "full":
         nan = np.full(data["epoch_phi"].shape[1], np.nan)
         out["epoch"] = {k: nan for k in EPOCH_FIGURES}
     elif data.get("epoch_phi") is not None:

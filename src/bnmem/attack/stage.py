@@ -26,7 +26,7 @@ from bnmem.core.config import Config
 from bnmem.core.recipes import budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
-from bnmem.attack.intervals import MIXED_RULES, lean_designs
+from bnmem.attack.intervals import MIXED_RULES, design_levels
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
 from bnmem.attack.roc import (
     ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
@@ -303,15 +303,15 @@ _JOB: tuple | None = None
 
 def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
     """Draws `rows` of one arm (numpy-bound: they run in forked processes, not threads)."""
-    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, lean_rows) = task, _JOB
+    (arm, rows), (data, ps, eps, counts, weights, kind, variant, one_sided, levels) = task, _JOB
     out, caches = [], [{} for _ in range(len(data[arm]["budgets"]) + 1)]
     for r in rows:
-        lean = any(a <= r < b for a, b in lean_rows)
+        level = next((lv for (a, b), lv in levels if a <= r < b), "full")
         d = arm_draw(data[arm], ps[arm], eps[arm], counts[r], weights[r], kind, variant,
-                     one_sided, caches[-1], lean)
+                     one_sided, caches[-1], level)
         # the annealed endpoints (shadow.budgets), then this run's: the frontier's points
         d["endpoints"] = [arm_draw(b, bps, [], counts[r], weights[r], kind, variant, one_sided,
-                                   cache, lean)
+                                   cache, level)
                           for b, bps, cache in zip(data[arm]["budgets"], ps[f"{arm}/budgets"],
                                                    caches)]
         d["endpoints"].append({k: v for k, v in d.items() if k not in ("epoch", "endpoints")})
@@ -339,15 +339,15 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
     one_sided = cfg.attack.offline_one_sided
 
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
-    # procedure mixed reads some designs' rows only for figures a lean draw computes
-    # (bnmem.attack.intervals.lean_designs, bnmem.attack.resample.arm_draw's lean)
-    lean_rows = ([plan.segments[d] for d in lean_designs()] if plan.procedure == "mixed"
-                 else [])
+    # procedure mixed reads some designs' rows only for the endpoints' figures, or only for
+    # those a lean draw computes (bnmem.attack.intervals.design_levels, arm_draw's level)
+    levels = ([(tuple(plan.segments[d]), lv) for d, lv in design_levels().items()]
+              if plan.procedure == "mixed" else [])
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     # forked workers read the inputs as _JOB: nothing is pickled but the results
     done = _forked(_draws, tasks, (data, ps, eps, counts, weights, kind, variant, one_sided,
-                                   lean_rows), workers)
+                                   levels), workers)
     draws = {arm: [d for (a, _), part in zip(tasks, done) if a == arm for d in part]
              for arm in arms}
     out: dict = {"variant": variant, "interval": "models+samples",
