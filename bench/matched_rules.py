@@ -72,11 +72,14 @@ def select(tab: dict, cls: str) -> tuple[str, str]:
     reads, today, _ = CLASSES[cls]
     ok = [c for c in CANDIDATES if all(fine(tab[r][c]) for r in reads)]
     if ok:
-        rel = {c: np.mean([tab[r][c]["mean_width"] / tab[r][today]["mean_width"] for r in reads])
-               for c in ok}
+        rel = {c: round(float(np.mean([tab[r][c]["mean_width"] / tab[r][today]["mean_width"]
+                                       for r in reads])), 9) for c in ok}
         best = min(ok, key=lambda c: (rel[c], DESIGNS[c]))
         return best, f"qualifies ({', '.join(ok)}); width {rel[best]:.3f} x today's"
-    dev = {c: max(abs(tab[r][c]["coverage"] - 0.95) for r in reads) for c in CANDIDATES}
+    # rounded: coverages are counts out of the runs, so equal deviations must tie exactly
+    # (unrounded, 0.97 - 0.95 and 0.95 - 0.93 differ in the last bit and decide the choice)
+    dev = {c: round(max(abs(tab[r][c]["coverage"] - 0.95) for r in reads), 9)
+           for c in CANDIDATES}
     best = min(CANDIDATES, key=lambda c: (dev[c], DESIGNS[c]))
     if dev[best] < dev[today]:
         return best, f"none qualifies; closest to 0.95 (max |cov - 0.95| {dev[best]:.3f} vs today's {dev[today]:.3f})"

@@ -89,36 +89,44 @@ def test_frontier_reads_are_tagged_with_their_read():
     assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
 
 
-def test_row_levels_follow_what_each_design_is_read_for():
-    """A design's rows skip the per-epoch figures (endpoints) only if no one-run rule but
-    TPR's reads them, and the per-subset AUCs too (lean) only if no AUC rule of any read
-    does."""
+@pytest.mark.parametrize("change, level", [
+    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
+    ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read
+     {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints"}),
+    ({("auc", "equal"): "both"},  # auc_identity@equal is the per-epoch curve's last epoch
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full"}),
+    ({("mem", "one"): "both"},  # the per-epoch curve reads it
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full"}),
+    ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum"},  # TPR alone: no curve, no subset
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean"}),
+])
+def test_row_levels_follow_what_each_design_is_read_for(change, level):
+    """A design's rows skip the per-epoch figures (endpoints) only if no rule that reads the
+    curve uses them (one-run rules but TPR's, AUC at equal epochs), and the per-subset AUCs
+    too (lean) only if no AUC rule of any read does. Expected levels written out by hand."""
     from bnmem.attack import intervals
     old = dict(intervals.MIXED_RULES)
     try:
-        full = {d for (f, r), p in old.items() if r == "one" and f != "tpr" for d in designs(p)}
-        auc = {d for (f, r), p in old.items() if f == "auc" for d in designs(p)}
-        assert intervals.design_levels() == {
-            d: "full" if d in full else "endpoints" if d in auc else "lean"
-            for d in designs("mixed")}
-        intervals.MIXED_RULES.clear()
-        intervals.MIXED_RULES.update({k: "jacksum" for k in old})
-        intervals.MIXED_RULES[("tpr", "common")] = "both"
-        assert intervals.design_levels()["both"] == "lean"
-        assert intervals.lean_designs() == ("both",)
-        intervals.MIXED_RULES[("auc", "equal")] = "both"  # subset AUCs at equal budget
-        assert intervals.design_levels()["both"] == "endpoints" and not intervals.lean_designs()
-        intervals.MIXED_RULES[("mem", "one")] = "both"  # the per-epoch curve reads it
-        assert intervals.design_levels()["both"] == "full"
+        intervals.MIXED_RULES.update(change)
+        assert intervals.design_levels() == level
+        assert intervals.lean_designs() == tuple(d for d, lv in level.items() if lv == "lean")
     finally:
         intervals.MIXED_RULES.clear()
         intervals.MIXED_RULES.update(old)
 
 
-def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it():
+@pytest.mark.parametrize("change", [
+    {},  # today's rules: joint rows at endpoints level, pairs rows lean
+    {("auc", "common"): "pairs_t"},  # pairs rows at endpoints level
+    {("auc", "equal"): "both", ("auc", "overlap"): "jacksum"},  # joint rows read by the curve
+    {("tpr", "common"): "both", ("auc", "overlap"): "jacksum",
+     ("auc", "common"): "jacksum"},  # pairs and joint rows lean (TPR only)
+])
+def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it(change):
     """The attack stage's bootstrap with each design at its level (design_levels) gives every
     interval exactly as with every row computed in full: a level only drops figures no rule
-    of that design reads."""
+    of that design reads (today's rules and two others that put designs at other levels)."""
+    from bnmem.attack import intervals
     from bnmem.attack import stage
     from bnmem.core.config import config_from_dict
     from bnmem.core.keep import keep_matrix
@@ -142,15 +150,18 @@ def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it():
                   "budgets": [dict(arm_data(s), epoch_phi=None, epoch_correct=None)
                               for s in (0.3 + 0.2 * j, 0.5 + 0.3 * j)]})
         data[arm] = d
-    levels = stage.design_levels()
-    assert set(levels.values()) - {"full"}, "today's rules read some design below full"
-    got = stage._resampled(cfg, data, kind, "lira_online_fixed")
+    old = dict(intervals.MIXED_RULES)
     try:
+        intervals.MIXED_RULES.update(change)
+        levels = stage.design_levels()
+        assert set(levels.values()) - {"full"}, "some design is read below full"
+        got = stage._resampled(cfg, data, kind, "lira_online_fixed")
         stage.design_levels = lambda: {d: "full" for d in levels}
         ref = stage._resampled(cfg, data, kind, "lira_online_fixed")
     finally:
-        from bnmem.attack import intervals
         stage.design_levels = intervals.design_levels
+        intervals.MIXED_RULES.clear()
+        intervals.MIXED_RULES.update(old)
 
     def bounds(x, path=""):
         if isinstance(x, dict):
@@ -165,8 +176,9 @@ def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it():
     mine, full = dict(bounds(got)), dict(bounds(ref))
     assert mine.keys() == full.keys() and len(mine) > 50
     # the reads the lower levels serve have intervals here (so a level that dropped them fails)
-    served = [k for k in mine if k.endswith(("auc_clean/at_common", "auc_clean/overlap"))
-              and "/heldout/" in k]
+    served = [k for k in mine if "/heldout/" in k and k.endswith(
+        ("auc_clean/at_common", "auc_clean/overlap"))]
+    served += [k for k in mine if k.endswith("equal_epochs/auc_identity")]
     assert served and all(mine[k][1] is not None for k in served)
     assert mine == full
 

@@ -44,18 +44,23 @@ class IntervalPlan:
       pairs are the independent units; samples fixed);
     - jackknife_t: V_j with Student's t on P - 1 degrees of freedom (Tukey's jackknife
       interval);
-    - mixed (the default, `mixed_procedure`): jacksum for AUC, memorization and
-      accuracies, pairs_t for TPR at low FPR, whether one arm's figure, a paired difference
-      at equal epochs or one at matched utility. Under the noise structure of real shadows
-      (arms share ~30 % of their model noise, bench/results/noise_structure.md) jacksum
-      covers 0.94-0.98 (bench/results/coverage_seed21.md, coverage_matched_seed21.md);
+    - mixed (the default, `mixed_procedure`): a rule per figure family and read
+      (MIXED_RULES): jacksum for AUC, memorization and accuracies of one arm and at equal
+      epochs or budgets, for the AUC difference at a matched criterion's common point and
+      for memorization at matched criteria; pairs_t for TPR at low FPR (every read); both
+      for the AUC difference averaged over a matched overlap. Under the noise
+      structure of real shadows (arms share ~30 % of their model noise,
+      bench/results/noise_structure.md) jacksum covers 0.94-0.98 where it is used
+      (bench/results/coverage_seed21.md, coverage_matched_seed21.md; up to 0.998 for
+      memorization and AUC at the shortest equal budget, matched_rules_seed25/26.md);
       pairs_t for TPR at 1e-3 was selected on seed 22 and confirmed on seed 23 (0.962 one
-      arm and paired; bench/results/tpr_rules_seed22.md, tpr_rules_seed23.md), where
-      `both` gave 0.972 / 0.976 at 8-11 % more width. At matched utility pairs_t
-      under-covers TPR (0.926 on seed 24, bench/results/coverage_matched_seed24.md, where
-      `both` gave 0.966); not simulated yet for TPR at 1e-4 or at more than 8 pairs (the
-      full-scale run's 32). `mixed` draws the jackknife, samples-only and pairs-only
-      rows, so `both`, `sum` and `twoway` cannot be read back from its recorded SDs.
+      arm and paired; bench/results/tpr_rules_seed22.md, tpr_rules_seed23.md); both for the
+      overlap was selected on seed 25 and confirmed on seed 26 (0.942 / 0.958;
+      bench/results/matched_rules_plan.md, which also says why pairs_t at the common point,
+      confirmed too, is not used). Not simulated
+      for TPR at 1e-4 or at more than 8 pairs (the full-scale run's 32). `mixed` draws the
+      jackknife, samples-only, pairs-only and joint rows, so every procedure can be read
+      back from its recorded SDs where a row computes the figure (design_levels).
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
@@ -139,16 +144,17 @@ class IntervalPlan:
 # "tpr" (TPR at low FPR), "other" (accuracies, loss, gap). Provenance per entry: README
 # *Intervals*; pairs_t for TPR one arm / at equal epochs was selected on seed 22 and
 # confirmed on seed 23 (bench/results/tpr_rules_plan.md); the matched reads by the seed-25
-# selection and seed-26 confirmation (bench/results/matched_rules_plan.md): AUC at the
-# common point pairs_t (0.950, 0.956), over the overlap both (0.942, 0.958); TPR at matched
-# utility keeps pairs_t (0.952, 0.954; 0.926 on seed 24); memorization at matched reads and
-# AUC at equal budget keep jacksum (conservative: no candidate confirmed). jacksum for the
-# rest (seeds 14-21, bench/results/coverage_seed21.md, coverage_matched_seed21.md).
+# selection and seed-26 confirmation (bench/results/matched_rules_plan.md): AUC over the
+# overlap both (0.942, 0.958); AUC at the common point keeps jacksum (pairs_t was confirmed,
+# 0.950 / 0.956, and not adopted on review: it drops the samples' variance, of which the
+# real run carries more than the simulation); TPR at matched utility keeps pairs_t (0.952,
+# 0.954; 0.926 on seed 24); memorization at matched reads and AUC at equal budget keep
+# jacksum (conservative: no candidate confirmed). jacksum for the rest (seeds 14-21,
+# bench/results/coverage_seed21.md, coverage_matched_seed21.md).
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},
     **{("tpr", read): "pairs_t" for read in ("one", "equal", "common", "overlap")},
-    ("auc", "common"): "pairs_t",
     ("auc", "overlap"): "both",
 }
 READS = ("one", "equal", "common", "overlap")
@@ -185,14 +191,18 @@ def read_tag(figure: str, read: str) -> str:
 
 def design_levels() -> dict[str, str]:
     """What the rows of each design of `mixed` compute (bnmem.attack.resample.arm_draw's
-    `level`): "full" where a one-run rule of AUC, memorization or the other figures reads
-    them (one arm's per-subset AUCs and the per-epoch curve, which is read one run at a
-    time), "endpoints" where only AUC rules of the two-run reads do (per-subset AUCs at every
-    endpoint, no per-epoch figure), else "lean" (neither)."""
+    `level`): "full" where a rule that reads the per-epoch curve uses them (a one-run rule
+    of AUC, memorization or the other figures, and AUC at equal epochs, whose identity-query
+    figure is the curve's last epoch), "endpoints" where only the other AUC rules do
+    (per-subset AUCs at every endpoint, no per-epoch figure), else "lean" (neither)."""
     out = {}
     for d in _mixed_designs():
         reads = [(fam, read) for (fam, read), proc in MIXED_RULES.items() if d in designs(proc)]
-        out[d] = ("full" if any(read == "one" and fam != "tpr" for fam, read in reads) else
+        # the per-epoch curve: read one run at a time, and the stage's equal-epoch AUC of
+        # the identity query (resample.compare's auc_identity@equal) is its last epoch
+        curve = any((read == "one" and fam != "tpr") or (fam, read) == ("auc", "equal")
+                    for fam, read in reads)
+        out[d] = ("full" if curve else
                   "endpoints" if any(fam == "auc" for fam, _ in reads) else "lean")
     return out
 
