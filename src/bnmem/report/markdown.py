@@ -42,7 +42,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "0.942 / 0.958 over their overlap on the confirmation seed) and for TPR at FPR 1e-3 at 8 "
     "pairs (0.962 one arm, 0.962 paired, 0.954 at matched utility on confirmation seeds; "
     "0.926 on one earlier study; misses mostly below the truth, 3.2-4.6 % of runs against "
-    "2.5 % nominal). Above 0.97, so conservative: memorization differences at matched "
+    "2.5 % nominal). Above 0.97 in places, so conservative: memorization differences at matched "
     "utility or fit (up to 0.988) and at equal budgets (up to 0.998; 0.962-0.975 at equal "
     "epochs), TPR differences at equal budgets (up to 0.994); the AUC difference at equal "
     "epochs or budgets covers 0.946-0.998 (above the target at the shortest budget, within "
