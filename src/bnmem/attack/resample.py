@@ -217,8 +217,7 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     with a 95 % interval from the other draws (models and samples resampled;
     `bnmem.attack.intervals.IntervalPlan`; the equal-epoch differences are read "@equal",
     the within-run matched-fit ones as one run's figures: MIXED_RULES). `epochs_at`: the
-    epochs each arm's within-run
-    curve was recorded at (the matched point's epoch_a / epoch_b are read on them; None:
+    epochs each arm's within-run curve was recorded at (the matched point's epoch_a / epoch_b are read on them; None:
     every epoch from 1).
 
     Matched fit: each draw's own common fit (the lower final shadow fit), every figure
