@@ -39,14 +39,18 @@ ifndef TEST_SEED
 TEST_SEED := $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
 endif
 RANDOM_ORDER = -p random_order --random-order-bucket=module --random-order-seed=$(TEST_SEED)
+# one pytest-xdist worker per core (tests/conftest.py keeps each module with a minute-long
+# shared fixture on one worker); `make test TEST_WORKERS=0` runs them in this process
+TEST_WORKERS ?= auto
+PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: setup
 	@echo "test order: seed $(TEST_SEED) (make test TEST_SEED=$(TEST_SEED) replays it)"
-	python -m pytest -q --durations=10 $(RANDOM_ORDER) $(PYTEST_ARGS)
+	python -m pytest -q --durations=10 $(PARALLEL) $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 # the edit loop: every test but the slow ones (DVC pipelines, clusters, wheels, simulations)
 test-fast: setup
 	@echo "test order: seed $(TEST_SEED) (make test-fast TEST_SEED=$(TEST_SEED) replays it)"
-	python -m pytest -q -m "not slow" $(RANDOM_ORDER) $(PYTEST_ARGS)
+	python -m pytest -q -m "not slow" $(PARALLEL) $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 bench: setup
 	python bench/run_all.py

@@ -105,6 +105,30 @@ def run_main(stage: str, *args: str, cwd: Path = ROOT):
     return subprocess.CompletedProcess([stage, *args], code, "", err.getvalue())
 
 
+# make test runs the suite on every core (pytest-xdist, --dist loadgroup). Each of these
+# modules builds a module-scoped fixture of about a minute (the wheel's audit project, the
+# default pipeline's temp repository, the Dask reference shards): all its tests go to one
+# worker, so it is built once; every other test goes wherever a worker is free.
+SHARED_SETUP = ("test_audit_pipeline", "test_pipeline", "test_dask")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with SHARED_SETUP's modules as the groups. (xdist's own loadgroup
+    renames each marked item's nodeid, which pytest >= 9.2 ignores: its groups fall apart.)
+    Whole modules are the largest units, so loadscope's reorder hands them out first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).stem in SHARED_SETUP else nodeid
+
+    return SharedSetupScheduling(config, log)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():
     """One intra-op thread for every test (as the stages run, train.threads: 1): on 2
