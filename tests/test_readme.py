@@ -55,3 +55,25 @@ def test_readme_tpr_1e4_coverage_comes_from_its_study():
     assert f"paired difference: {verdict}" in " ".join(readme.split())
     report = " ".join((ROOT / "report.md").read_text().split())
     assert f"covered {one['coverage']:.3f} one arm, {paired['coverage']:.3f} paired" in report
+
+
+def test_readme_and_report_quote_the_32_pair_tpr_check():
+    """The seed-27 check of `pairs_t` at 32 pairs (bench/results/coverage_vlow_pairs_t_seed27_plan.md):
+    its four judged coverages, recomputed from the study's table, are what README, the
+    report's interval sentence and its TPR caveat quote, with the plan's word for them."""
+    import json
+
+    from bnmem.report.markdown import _procedure_text
+    study = json.loads((ROOT / "results" / "coverage_vlow_pairs_t_seed27.json").read_text())
+    tab = study["table"]["pairs_t"]
+    cells = [tab[k] for k in ("tpr_low_all", "tpr_vlow_all", "tpr_low_all_delta", "tpr_vlow_all_delta")]
+    assert study["n_models"] == 64 and all(c["runs"] == 500 for c in cells)
+    cov = [c["coverage"] for c in cells]
+    word = ("calibrated" if all(0.93 <= c <= 0.97 for c in cov) else
+            "under-covers" if min(cov) < 0.93 else "conservative")
+    quoted = f"{cov[0]:.3f} / {cov[1]:.3f} one arm at FPR 1e-3 / 1e-4, {cov[2]:.3f} / {cov[3]:.3f} paired"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"`pairs_t` {word} at 32 pairs: {quoted}" in readme
+    assert f"TPR at 32 pairs ({quoted}" in _procedure_text("mixed", 100, 8)
+    report = " ".join((ROOT / "report.md").read_text().split())
+    assert quoted.replace(" at FPR", " at") in report
