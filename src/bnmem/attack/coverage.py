@@ -24,6 +24,7 @@ from bnmem.attack.lira import PairSignals
 from bnmem.attack.intervals import PROCEDURES, IntervalPlan, designs
 from bnmem.attack.resample import arm_draw, draw_designs
 from bnmem.attack.simulate import synthetic_phi
+from bnmem.core.kinds import SUBSETS
 
 FIGURES = ("auc_all", "fz_flipped", "tpr_low_all")  # one arm; each also as arm0 - arm1
 # TPR at FPR 1e-4 exists only with >= 100 000 negatives (e.g. 64 models x 3 200 samples,
@@ -48,13 +49,20 @@ def sample_kinds(n: int, flipped: float, ood: float = 0.0) -> np.ndarray:
 def draw_figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
              weights: np.ndarray, figures: tuple[str, ...] = FIGURES) -> np.ndarray:
     """[arms, draws, figures] of `figures` for each draw (counts [D, P], weights [D, N]);
-    nan where a draw lacks a figure (TPR unsupported)."""
+    nan where a draw lacks a figure (TPR unsupported). The attack stage's fast paths, which
+    leave every figure as it is to the bit (test): the unresampled pairs' scores and
+    rankings are kept across draws (the point and every samples-only draw share them), and
+    the per-subset AUCs are computed only when a figure asks for one."""
     ids = np.arange(keep.shape[0])
+    subset_aucs = {f"auc_{s}" for s in SUBSETS if SUBSETS[s] is not None}
+    level = "full" if subset_aucs & set(figures) else "lean"
     out = []
     for p in phi:
         data = {"phi": p, "keep": keep, "correct": p[..., 0] > 0, "model_ids": ids}
         ps = PairSignals.build(p, keep, ids)
-        rows = [arm_draw(data, ps, [], c, w, kind, VARIANT, True) for c, w in zip(counts, weights)]
+        cache: dict = {}
+        rows = [arm_draw(data, ps, [], c, w, kind, VARIANT, True, cache, level)
+                for c, w in zip(counts, weights)]
         # TPR at 1e-4 is absent where unsupported; any other figure must be there
         out.append([[r.get(f, np.nan) if f == "tpr_vlow_all" else r[f] for f in figures]
                     for r in rows])
