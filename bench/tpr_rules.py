@@ -2,6 +2,8 @@
 (bench/bench_tpr_components.py), and the selection rule of bench/results/tpr_rules_plan.md.
 
     python bench/tpr_rules.py results/tpr_components_seed22.jsonl [--select] [--md out.md]
+    python bench/tpr_rules.py results/tpr32_components_seed28.jsonl --select-cells
+    python bench/tpr_rules.py results/tpr32_components_seed29.jsonl --confirm C1
 
 Candidates (one arm; the paired difference a - b as stated; V_*: the design variances the
 store keeps, bnmem.attack.intervals.IntervalPlan.variances):
@@ -127,6 +129,27 @@ def select(tab: dict) -> tuple[str, bool]:
                                               for k in ("one_arm", "difference"))), False
 
 
+def select_cells(tabs: dict[str, dict]) -> tuple[str, bool]:
+    """bench/results/tpr32_rules_plan.md's rule over several figures ({figure: table(store,
+    figure)}): among candidates whose every cell (each figure's one arm and difference)
+    covers within [0.935, 0.965] with no tail missing more than 0.04, the smallest mean
+    width summed over the cells (ties: fewer designs); else the one closest to 0.95 (max
+    over the cells of |coverage - 0.95|), flagged as not qualifying."""
+    cells = {r: [t[r][k] for t in tabs.values() for k in ("one_arm", "difference")]
+             for r in CANDIDATES}
+    ok = [r for r in CANDIDATES if all(0.935 <= c["coverage"] <= 0.965 and c["miss_below"] <= 0.04
+                                       and c["miss_above"] <= 0.04 for c in cells[r])]
+    if ok:
+        return min(ok, key=lambda r: (sum(c["mean_width"] for c in cells[r]), SIMPLE[r])), True
+    return min(CANDIDATES, key=lambda r: max(abs(c["coverage"] - 0.95) for c in cells[r])), False
+
+
+def confirms(tabs: dict[str, dict], rule: str) -> bool:
+    """The plan's confirmation: `rule` covers 0.93-0.97 in every cell."""
+    return all(0.93 <= t[rule][k]["coverage"] <= 0.97 for t in tabs.values()
+               for k in ("one_arm", "difference"))
+
+
 def markdown(tab: dict, store: Path, fig: str) -> str:
     truth, rec, _ = load(store)
     L = [f"`{store}` ({len(rec[f'{fig}_a'])} runs): {fig}, truth one arm "
@@ -146,7 +169,21 @@ def main() -> None:
     ap.add_argument("store", type=Path)
     ap.add_argument("--figure", default="tpr_low_all")
     ap.add_argument("--select", action="store_true")
+    ap.add_argument("--select-cells", action="store_true", help="tpr32_rules_plan.md: select "
+                    "over TPR at 1e-3 and 1e-4, one arm and difference (a --vlow store)")
+    ap.add_argument("--confirm", metavar="RULE", help="tpr32_rules_plan.md: does RULE cover "
+                    "0.93-0.97 in all four cells of this store")
     a = ap.parse_args()
+    if a.select_cells or a.confirm:
+        tabs = {f: table(a.store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
+        for f, t in tabs.items():
+            print(markdown(t, a.store, f))
+        if a.select_cells:
+            rule, ok = select_cells(tabs)
+            print(f"selected: {rule}" + ("" if ok else " (none qualifies: closest to 0.95)"))
+        if a.confirm:
+            print(f"{a.confirm} confirms: {confirms(tabs, a.confirm)}")
+        return
     tab = table(a.store, a.figure)
     print(markdown(tab, a.store, a.figure))
     if a.select:

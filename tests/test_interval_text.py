@@ -77,3 +77,26 @@ def test_report_quotes_the_matched_rules_studies():
     assert {MIXED_RULES[("mem", r)] for r in ("common", "overlap")} == {"jacksum"}
     assert MIXED_RULES[("auc", "equal")] == "jacksum"
     assert "AUC (averaged over a matched criterion's overlap)" in text  # the rule list names the read
+
+
+def test_the_32_pair_plans_selection_over_four_cells():
+    """bench/tpr_rules.select_cells (tpr32_rules_plan.md): over one figure it is the seed-22
+    plan's select; over two, a rule must qualify in all four cells, and the narrowest such
+    rule wins; with none qualifying, the closest to 0.95 in its worst cell, flagged."""
+    rules = _rules()
+    tab22 = rules.table(ROOT / "results" / "tpr_components_seed22.jsonl")
+    assert rules.select_cells({"tpr_low_all": tab22}) == rules.select(tab22)
+
+    def cell(cov, width, below=0.02, above=0.02):
+        return {"coverage": cov, "mean_width": width, "miss_below": below, "miss_above": above}
+    good = {r: {"one_arm": cell(0.90, 0.01), "difference": cell(0.90, 0.01)} for r in rules.CANDIDATES}
+    vlow = {r: {"one_arm": cell(0.90, 0.01), "difference": cell(0.90, 0.01)} for r in rules.CANDIDATES}
+    for r, w in (("C1", 0.03), ("C3", 0.02)):
+        good[r] = {"one_arm": cell(0.95, w), "difference": cell(0.95, w)}
+        vlow[r] = {"one_arm": cell(0.95, w), "difference": cell(0.95, w)}
+    assert rules.select_cells({"a": good, "b": vlow}) == ("C3", True)  # both qualify: narrower
+    vlow["C3"]["difference"] = cell(0.95, 0.02, below=0.05)  # one tail misses too often
+    assert rules.select_cells({"a": good, "b": vlow}) == ("C1", True)
+    vlow["C1"]["one_arm"] = cell(0.932, 0.03)  # outside [0.935, 0.965]: nothing qualifies
+    assert rules.select_cells({"a": good, "b": vlow}) == ("C3", False)  # worst cell 0.95 vs 0.932
+    assert rules.confirms({"a": good, "b": vlow}, "C1") and not rules.confirms({"a": good, "b": vlow}, "C0")
