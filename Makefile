@@ -34,7 +34,7 @@ repro: setup
 
 # Tests run in a fresh random order each time (pytest-random-order: modules shuffled, and
 # the tests inside each), so none may depend on another's leftovers; the first line names
-# the seed, and `make test TEST_SEED=N` replays that order.
+# the seed, and `make test TEST_SEED=N TEST_WORKERS=0` replays that order in one process.
 ifndef TEST_SEED
 TEST_SEED := $(shell od -An -N3 -tu4 /dev/urandom | tr -d ' ')
 endif
@@ -44,12 +44,12 @@ RANDOM_ORDER = -p random_order --random-order-bucket=module --random-order-seed=
 TEST_WORKERS ?= auto
 PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 test: setup
-	@echo "test order: seed $(TEST_SEED) (make test TEST_SEED=$(TEST_SEED) replays it)"
+	@echo "test order: seed $(TEST_SEED) (make test TEST_SEED=$(TEST_SEED) TEST_WORKERS=0 replays it in one process)"
 	python -m pytest -q --durations=10 $(PARALLEL) $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 # the edit loop: every test but the slow ones (DVC pipelines, clusters, wheels, simulations)
 test-fast: setup
-	@echo "test order: seed $(TEST_SEED) (make test-fast TEST_SEED=$(TEST_SEED) replays it)"
+	@echo "test order: seed $(TEST_SEED) (make test-fast TEST_SEED=$(TEST_SEED) TEST_WORKERS=0 replays it in one process)"
 	python -m pytest -q -m "not slow" $(PARALLEL) $(RANDOM_ORDER) $(PYTEST_ARGS)
 
 bench: setup

@@ -133,21 +133,24 @@ def select_cells(tabs: dict[str, dict]) -> tuple[str, bool]:
     """bench/results/tpr32_rules_plan.md's rule over several figures ({figure: table(store,
     figure)}): among candidates whose every cell (each figure's one arm and difference)
     covers within [0.935, 0.965] with no tail missing more than 0.04, the smallest mean
-    width summed over the cells (ties: fewer designs); else the one closest to 0.95 (max
-    over the cells of |coverage - 0.95|), flagged as not qualifying."""
+    width summed over the cells (ties: SIMPLE's rank); else the one closest to 0.95 (max
+    over the cells of |coverage - 0.95|; ties: the smaller summed width, then SIMPLE),
+    flagged as not qualifying."""
     cells = {r: [t[r][k] for t in tabs.values() for k in ("one_arm", "difference")]
              for r in CANDIDATES}
     ok = [r for r in CANDIDATES if all(0.935 <= c["coverage"] <= 0.965 and c["miss_below"] <= 0.04
                                        and c["miss_above"] <= 0.04 for c in cells[r])]
     if ok:
         return min(ok, key=lambda r: (sum(c["mean_width"] for c in cells[r]), SIMPLE[r])), True
-    return min(CANDIDATES, key=lambda r: max(abs(c["coverage"] - 0.95) for c in cells[r])), False
+    return min(CANDIDATES, key=lambda r: (round(max(abs(c["coverage"] - 0.95) for c in cells[r]), 9),
+                                          sum(c["mean_width"] for c in cells[r]), SIMPLE[r])), False
 
 
 def confirms(tabs: dict[str, dict], rule: str) -> bool:
-    """The plan's confirmation: `rule` covers 0.93-0.97 in every cell."""
-    return all(0.93 <= t[rule][k]["coverage"] <= 0.97 for t in tabs.values()
-               for k in ("one_arm", "difference"))
+    """The plan's confirmation: `rule` covers 0.93-0.97 in every cell, with neither tail
+    missing more than 0.04."""
+    return all(0.93 <= c["coverage"] <= 0.97 and c["miss_below"] <= 0.04 and c["miss_above"] <= 0.04
+               for t in tabs.values() for c in (t[rule]["one_arm"], t[rule]["difference"]))
 
 
 def markdown(tab: dict, store: Path, fig: str) -> str:

@@ -116,7 +116,8 @@ SHARED_SETUP = ("test_audit_pipeline", "test_pipeline", "test_dask")
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadgroup with SHARED_SETUP's modules as the groups. (xdist's own loadgroup
     renames each marked item's nodeid, which pytest >= 9.2 ignores: its groups fall apart.)
-    Whole modules are the largest units, so loadscope's reorder hands them out first."""
+    Whole modules are the largest units, so loadscope's reorder hands them out first.
+    xdist_group marks play no part (this suite sets none)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling

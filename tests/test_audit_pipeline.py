@@ -102,6 +102,19 @@ def test_the_wheel_audits_outside_the_checkout_with_every_c_kernel(venv, project
     assert "../" not in spec and str(ROOT) not in spec and "python -m bnmem.stages." in spec
     log = (project.parent / "repro.log").read_text()
     assert "kernel unavailable" not in log  # the C kernels built from the wheel's sources
+    # and every one of them, whether or not this audit's stages ask for it (the BN arm's
+    # train-mode norms, lenet_rows, are off in SMALL), builds and loads from the wheel
+    built = subprocess.run([str(py), "-c", "import bnmem\n"
+                            "from bnmem.native.library import KERNELS, build\n"
+                            "from bnmem.attack import roc\n"
+                            "for k in KERNELS:\n"
+                            "    for dt in ('float32', 'float64'):\n"
+                            "        build(k, dt)\n"
+                            "assert roc._kernel() is not None\n"
+                            "print(sorted(KERNELS), roc.__file__)"],
+                           capture_output=True, text=True, env=venv_env(venv))
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "lenet_rows" in built.stdout and str(pkg) in built.stdout
     for stage in ("code", "prepare", "train@none", "shadow@batchnorm-0", "attack", "report"):
         assert f"Running stage '{stage}'" in log
     code = json.loads((project / "data" / "code.json").read_text())

@@ -100,3 +100,8 @@ def test_the_32_pair_plans_selection_over_four_cells():
     vlow["C1"]["one_arm"] = cell(0.932, 0.03)  # outside [0.935, 0.965]: nothing qualifies
     assert rules.select_cells({"a": good, "b": vlow}) == ("C3", False)  # worst cell 0.95 vs 0.932
     assert rules.confirms({"a": good, "b": vlow}, "C1") and not rules.confirms({"a": good, "b": vlow}, "C0")
+    assert not rules.confirms({"a": good, "b": vlow}, "C3")  # 0.95, but 5 % of misses below
+    # a tie in the fallback goes to the narrower rule
+    tie = {r: {"one_arm": cell(0.90, 0.01), "difference": cell(0.90, 0.01)} for r in rules.CANDIDATES}
+    tie["C8"] = {"one_arm": cell(0.90, 0.005), "difference": cell(0.90, 0.005)}
+    assert rules.select_cells({"a": tie}) == ("C8", False)

@@ -77,3 +77,10 @@ def test_readme_and_report_quote_the_32_pair_tpr_check():
     assert f"TPR at 32 pairs ({quoted}" in _procedure_text("mixed", 100, 8)
     report = " ".join((ROOT / "report.md").read_text().split())
     assert quoted.replace(" at FPR", " at") in report
+    # the full-scale run (32 pairs) says it of its own table
+    assert f"{cov[0]:.3f} / {cov[1]:.3f} one arm at 1e-3 / 1e-4 and {cov[2]:.3f} / {cov[3]:.3f} paired" in readme
+    # how much wider a normal interval would need to be: 1.96 over the z that covers c
+    from scipy.stats import norm
+    wider = [round(100 * (norm.ppf(0.975) / norm.ppf(0.5 + c / 2) - 1)) for c in (max(cov), min(cov))]
+    assert f"would need to be {wider[0]}-{wider[1]} % wider" in readme
+    assert f"would need to be {wider[0]}-{wider[1]} % wider" in report

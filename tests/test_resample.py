@@ -84,15 +84,17 @@ def test_draw_zero_is_the_plain_estimate_and_compare_is_paired():
 
 
 @pytest.mark.slow  # a simulation study (about 20 s): the full suite, not the edit loop
-@pytest.mark.parametrize("figures", [("auc_all", "fz_flipped", "tpr_low_all"),
-                                     ("auc_all", "auc_flipped", "fz_ood", "tpr_low_all")])
-def test_simulated_figures_equal_the_reference_draws_to_the_bit(figures):
+@pytest.mark.parametrize("n, figures", [
+    (1400, ("auc_all", "fz_flipped", "tpr_low_all")),  # 11 200 negatives: TPR at 1e-3
+    (1400, ("auc_all", "auc_flipped", "fz_ood", "tpr_low_all")),  # a subset AUC: level full
+    (12500, ("auc_all", "tpr_low_all", "tpr_vlow_all"))])  # 100 000 negatives: 1e-4 too
+def test_simulated_figures_equal_the_reference_draws_to_the_bit(n, figures):
     """coverage.draw_figures (scores and rankings kept across the unresampled draws, the
     per-subset AUCs only when asked for) gives every figure of every design's draws exactly
     as arm_draw does from scratch at level full."""
     from bnmem.attack.coverage import VARIANT, draw_figures, sample_kinds, simulate_run
-    kind = sample_kinds(1400, 0.1, 0.05)  # 11 200 negatives: TPR at 1e-3 is supported
-    phi, keep = simulate_run(16, 1400, (0.6, 0.3), kind, 11, 0.3)
+    kind = sample_kinds(n, 0.1, 0.05)
+    phi, keep = simulate_run(16, n, (0.6, 0.3), kind, 11, 0.3)
     counts, weights, _ = draw_designs(kind, 8, 4, np.random.default_rng(2),
                                       ("pairs", "samples", "both", "jackknife"))
     fast = draw_figures(phi, keep, kind, counts, weights, figures)
