@@ -161,6 +161,37 @@ def test_scheduler_lost_mid_run_loses_no_finished_chunk(work):
     assert same_shard(work, out)
 
 
+def test_comm_closed_at_info_keeps_its_line_not_its_traceback():
+    """The client logs a closed comm at INFO with its traceback when the scheduler dies
+    (distributed.batched); connect() drops such tracebacks, keeps the line and leaves
+    WARNING and above as they are."""
+    import io
+    import logging
+
+    from distributed.comm.core import CommClosedError
+
+    from bnmem.train.scaleout import quiet_comm_tracebacks
+    quiet_comm_tracebacks()
+    quiet_comm_tracebacks()  # idempotent
+    out, logger = io.StringIO(), logging.getLogger("distributed.batched")
+    handler, level = logging.StreamHandler(out), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        try:
+            raise CommClosedError("in test")
+        except CommClosedError:
+            logger.info("Batched Comm Closed %r", "comm", exc_info=True)
+            text = out.getvalue()
+            logger.warning("a real failure", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert "Batched Comm Closed 'comm'" in text and "Traceback" not in text
+    assert "Traceback" in out.getvalue()[len(text):]
+    assert sum(1 for f in logger.filters if type(f).__name__ == "_NoInfoTraceback") == 1
+
+
 def make_cert(d: Path, name: str) -> dict:
     key, cert = d / f"{name}-key.pem", d / f"{name}-cert.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",

@@ -85,6 +85,32 @@ def scheduler_address() -> str:
     return str(address)
 
 
+class _NoInfoTraceback(logging.Filter):
+    """Keeps a distributed log line below WARNING but drops its traceback: a client whose
+    scheduler goes away logs the comm's closure at INFO with the CommClosedError's traceback
+    (distributed.batched: "Batched Comm Closed"), before run_chunks sees the loss and says
+    it in one error line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING and record.exc_info:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+# the client-side loggers that log an expected closure with its traceback
+QUIET_LOGGERS = ("distributed.batched", "distributed.client", "distributed.core",
+                 "distributed.comm.tcp", "distributed.comm.core")
+
+
+def quiet_comm_tracebacks() -> None:
+    """Drop the tracebacks of the client's INFO-level comm messages (_NoInfoTraceback);
+    idempotent."""
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _NoInfoTraceback) for f in logger.filters):
+            logger.addFilter(_NoInfoTraceback())
+
+
 def connect(execution):
     """A distributed.Client on the configured scheduler (one-line ClusterError if none)."""
     try:
@@ -103,6 +129,7 @@ def connect(execution):
                            "this client has no certificate: set shadow.tls (ca_file, cert, "
                            "key) or Dask's distributed.comm.tls config (ca-file, client.cert, "
                            "client.key)")
+    quiet_comm_tracebacks()
     try:
         client = distributed.Client(address, security=sec, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
