@@ -208,3 +208,29 @@ def test_equal_epoch_differences_of_the_stage_are_read_at_equal():
         assert (out[key]["lo"], out[key]["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
         one = IntervalPlan("jacksum", 4, plan.segments).summary(vals, "x")
         assert (out[key]["lo"], out[key]["hi"]) != pytest.approx((one["lo"], one["hi"]), rel=1e-6)
+
+
+@pytest.mark.parametrize("rule", ["sum", "jacksum", "twoway", "both"])
+def test_tpr_rule_above_the_simulated_pair_count(monkeypatch, rule):
+    """TPR takes TPR_RULE_MANY_PAIRS only above 8 pairs (bench/results/tpr32_rules_plan.md);
+    every other family keeps its rule, and an interval at 32 pairs is that rule's."""
+    from bnmem.attack import intervals
+    monkeypatch.setattr(intervals, "TPR_RULE_MANY_PAIRS", rule)
+    assert intervals.mixed_procedure("tpr_low_all", 8) == MIXED_RULES[("tpr", "one")]
+    assert intervals.mixed_procedure("tpr_low_all") == MIXED_RULES[("tpr", "one")]
+    for read in READS:
+        assert intervals.mixed_procedure(f"tpr_vlow_all@{read}", 32) == rule
+        assert intervals.mixed_procedure(f"auc_all@{read}", 32) == MIXED_RULES[("auc", read)]
+    var = {"pairs": 4.0, "samples": 1.0, "both": 3.0, "jackknife": 5.0}
+    seg = {d: (0, 1) for d in designs(rule)}
+    got = IntervalPlan("mixed", 32, seg).ci_from(0.5, var, "tpr_low_all")
+    want = IntervalPlan(rule, 32, seg).ci_from(0.5, var, "tpr_low_all")
+    assert got == want and got != IntervalPlan("pairs_t", 32, seg).ci_from(0.5, var)
+
+
+def test_without_a_confirmed_rule_tpr_keeps_pairs_t_at_any_pair_count():
+    from bnmem.attack import intervals
+    if intervals.TPR_RULE_MANY_PAIRS is None:
+        assert intervals.rules_for(32) == intervals.rules_for(8) == MIXED_RULES
+    else:
+        assert intervals.rules_for(32)[("tpr", "one")] == intervals.TPR_RULE_MANY_PAIRS

@@ -114,7 +114,7 @@ class IntervalPlan:
         """point +- z sd from recorded design variances (`variances`)."""
         procedure = self.procedure
         if procedure == "mixed":
-            procedure = mixed_procedure(figure)
+            procedure = mixed_procedure(figure, self.n_units)
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
@@ -158,6 +158,21 @@ MIXED_RULES: dict[tuple[str, str], str] = {
     ("auc", "overlap"): "both",
 }
 READS = ("one", "equal", "common", "overlap")
+# TPR at low FPR with more pairs than its rule was simulated at (8): pairs_t under-covers at
+# 32 pairs (seed 27: 0.892-0.928, bench/results/coverage_vlow_pairs_t_seed27_plan.md); the
+# rule for more than TPR_PAIRS_SIMULATED pairs is the one bench/results/tpr32_rules_plan.md
+# selected (seed 28) and confirmed (seed 29), None while none is (pairs_t at every count).
+TPR_PAIRS_SIMULATED = 8
+TPR_RULE_MANY_PAIRS: str | None = None
+
+
+def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
+    """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs: TPR takes
+    TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
+    rules = dict(MIXED_RULES)
+    if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
+        rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})
+    return rules
 
 
 def family(figure: str) -> str:
@@ -172,16 +187,17 @@ def family(figure: str) -> str:
     return "other"
 
 
-def mixed_procedure(figure: str) -> str:
+def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     """The procedure `mixed` uses for a figure key, optionally read-tagged "<key>@<read>"
-    (READS; untagged: "one"): MIXED_RULES by family and read. The jackknife alone for
+    (READS; untagged: "one"), in a run of `n_pairs` pairs: rules_for(n_pairs) by family and
+    read (None: MIXED_RULES, the rules at 8 pairs). The jackknife alone for
     paired AUC differences at equal epochs was tried and failed its fresh confirmation
     (0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
     key, _, read = figure.partition("@")
     read = read or "one"
     if read not in READS:
         raise ValueError(f"figure {figure!r}: read {read!r} is not one of {', '.join(READS)}")
-    return MIXED_RULES[(family(key), read)]
+    return rules_for(n_pairs)[(family(key), read)]
 
 
 def read_tag(figure: str, read: str) -> str:
@@ -216,7 +232,8 @@ def lean_designs() -> tuple[str, ...]:
 
 def _mixed_designs() -> tuple[str, ...]:
     """Every design MIXED_RULES' procedures need, in the pipeline's row order."""
-    need = {d for proc in set(MIXED_RULES.values()) for d in designs(proc)}
+    procs = set(MIXED_RULES.values()) | ({TPR_RULE_MANY_PAIRS} if TPR_RULE_MANY_PAIRS else set())
+    need = {d for proc in procs for d in designs(proc)}
     return tuple(d for d in ("jackknife", "samples", "pairs", "both") if d in need)
 
 

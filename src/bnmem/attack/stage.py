@@ -26,7 +26,7 @@ from bnmem.core.config import Config
 from bnmem.core.recipes import budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
-from bnmem.attack.intervals import MIXED_RULES, design_levels
+from bnmem.attack.intervals import design_levels, rules_for
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
 from bnmem.attack.roc import (
     ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
@@ -352,8 +352,10 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
              for arm in arms}
     out: dict = {"variant": variant, "interval": "models+samples",
                  "procedure": plan.procedure, "segments": {k: list(v) for k, v in plan.segments.items()},
-                 # mixed's rule per figure family and read (bnmem.attack.intervals.MIXED_RULES)
-                 "rules": ({f"{fam}@{read}": proc for (fam, read), proc in MIXED_RULES.items()}
+                 # mixed's rule per figure family and read at this pair count
+                 # (bnmem.attack.intervals.rules_for)
+                 "rules": ({f"{fam}@{read}": proc
+                            for (fam, read), proc in rules_for(int(n_pairs)).items()}
                            if plan.procedure == "mixed" else {}),
                  "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}

@@ -87,15 +87,15 @@ def _procedure_text(procedure: str, draws: int, pairs: int = 8,
                     rules: dict[str, str] | None = None) -> str:
     """The report's sentence on how a models+samples interval is made (`procedure`, as
     bnmem.attack.intervals.IntervalPlan reads it; `mixed`'s rules as membership.json records
-    them, default today's MIXED_RULES) and what its coverage is in simulation."""
+    them, default today's rules at `pairs` pairs) and what its coverage is in simulation."""
     if procedure != "mixed":
         return (f"(procedure `{procedure}`, `bnmem.attack.intervals.IntervalPlan`, "
                 f"{draws} draws per design): point estimate ± 1.96 sd over draws that "
                 "resample the shadow models' complementary pairs and the pool samples, so it "
                 "includes training randomness.")
     if rules is None:
-        from bnmem.attack.intervals import MIXED_RULES
-        rules = {f"{fam}@{read}": proc for (fam, read), proc in MIXED_RULES.items()}
+        from bnmem.attack.intervals import rules_for
+        rules = {f"{fam}@{read}": proc for (fam, read), proc in rules_for(pairs).items()}
     return (f"(procedure `mixed`, {draws} draws per design; the rule depends on the figure "
             "and how it is read, chosen by coverage studies of the reads they simulate): "
             + _rules_text(rules, pairs) + "; so every one includes training randomness. "
