@@ -1,0 +1,38 @@
+"""tools/rerule.py: a committed run's TPR intervals read again under another rule from the
+design SDs the record keeps."""
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, load_script
+
+FULL = ROOT / "results/fullscale/results/membership.json"
+
+
+def test_the_records_own_rule_gives_back_every_recorded_interval():
+    rerule = load_script("tools/rerule.py")
+    m = json.loads(FULL.read_text())
+    rows = rerule.rerule(m, "pairs_t")  # the full-scale run's TPR rule (32 pairs)
+    assert len(rows) >= 40 and all("tpr_" in r["figure"] for r in rows)
+    for r in rows:
+        assert r["after"] == pytest.approx(r["before"], rel=1e-12, abs=1e-15), r["figure"]
+
+
+def test_sum_is_one_point_96_sd_of_pairs_and_samples():
+    rerule = load_script("tools/rerule.py")
+    m = json.loads(FULL.read_text())
+    rec = m["arms"]["none"]["tpr_vlow_all"]
+    (row,) = [r for r in rerule.rerule(m, "sum") if r["figure"] == "arms/none/tpr_vlow_all"]
+    half = 1.96 * math.hypot(rec["sd"]["pairs"], rec["sd"]["samples"])
+    assert row["after"] == pytest.approx([rec["value"] - half, rec["value"] + half], rel=1e-12)
+
+
+def test_a_rule_the_record_cannot_give_is_one_line():
+    res = subprocess.run([sys.executable, str(ROOT / "tools/rerule.py"), str(FULL), "--rule",
+                          "both"], capture_output=True, text=True)
+    assert res.returncode != 0 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert "no both SD" in line and "recorded: jackknife, pairs, samples" in line
