@@ -1,6 +1,9 @@
 """The coverage figures report.md states for its intervals come from the committed
 coverage studies: the TPR rule's confirmation (bench/results/tpr_rules_plan.md), recomputed
 from its store by the study's own analysis (bench/tpr_rules.py)."""
+import pytest
+
+from bnmem.attack.intervals import designs
 from bnmem.report.markdown import _procedure_text
 from conftest import ROOT, load_script
 
@@ -45,6 +48,30 @@ def test_the_studys_pairs_t_is_the_pipelines():
     assert mixed.ci(0.01, draws, "tpr_low_all") == plan.ci(0.01, draws, "tpr_low_all")
     # one pair: no spread to estimate, so no interval (not a zero-width one)
     assert IntervalPlan("pairs_t", 1, {"pairs": (1, 101)}).ci(0.01, draws, "tpr_low_all") == (None, None)
+
+
+@pytest.mark.parametrize("rule,proc", [("C0", "both"), ("C1", "twoway"), ("C3", "sum"),
+                                       ("C6", "pairs_t"), ("C8", "jacksum")])
+def test_the_tpr32_candidates_are_the_pipelines_procedures_at_32_pairs(rule, proc):
+    """The candidates of bench/tpr_rules.py that are pipeline procedures, from stored
+    variances at 32 pairs, equal IntervalPlan(proc, 32) on the draws those came from (the
+    study's normal quantile 1.959964, the pipeline's 1.96), one arm and difference."""
+    import numpy as np
+    from bnmem.attack.intervals import IntervalPlan
+    rules = _rules()
+    seg = {"jackknife": (1, 33), "samples": (33, 133), "pairs": (133, 233), "both": (233, 333)}
+    rng = np.random.default_rng(5)
+    draws = np.r_[0.004, rng.gamma(9, 0.0005, 332)]
+    var = IntervalPlan("both", 32, seg).variances(draws)
+    rec = np.array([[0.004, var["pairs"], var["samples"], var["both"], var["jackknife"],
+                     np.nan, np.nan, np.nan]])
+    plan = IntervalPlan(proc, 32, {d: seg[d] for d in designs(proc)})
+    ref = plan.ci(0.004, draws, "tpr_low_all")
+    for lo, hi in (rules.one_arm(rec, rule, 32), rules.difference(rec, rec, rec, rule, 32)):
+        assert hi[0] - 0.004 == pytest.approx(ref[1] - 0.004, rel=1e-4)
+        assert 0.004 - lo[0] == pytest.approx(0.004 - ref[0], rel=1e-4)
+    other = IntervalPlan("samples", 32, seg).ci(0.004, draws)
+    assert ref[1] != pytest.approx(other[1], rel=1e-4)  # the check can fail
 
 
 def test_report_quotes_the_matched_rules_studies():
