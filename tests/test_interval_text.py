@@ -132,3 +132,15 @@ def test_the_32_pair_plans_selection_over_four_cells():
     tie = {r: {"one_arm": cell(0.90, 0.01), "difference": cell(0.90, 0.01)} for r in rules.CANDIDATES}
     tie["C8"] = {"one_arm": cell(0.90, 0.005), "difference": cell(0.90, 0.005)}
     assert rules.select_cells({"a": tie}) == ("C8", False)
+
+
+def test_the_report_names_the_tpr_rule_its_run_used():
+    """report.md's TPR caveat follows the run's recorded rule (membership.json's rules,
+    which rules_for sets by the pair count): pairs_t's 32-pair shortfall where it is used,
+    the confirmed rule's name where the run had more than 8 pairs and one is set."""
+    from bnmem.report.markdown import _tpr_rule_text
+    assert _tpr_rule_text("pairs_t").startswith("`pairs_t`, which at 64 shadows (32 pairs) under-covers")
+    other = _tpr_rule_text("sum")
+    assert other.startswith("`sum`, the rule above 8 pairs") and "tpr32_rules_plan.md" in other
+    report = " ".join((ROOT / "report.md").read_text().split())
+    assert "the procedure of TPR at 1e-3, `pairs_t`, which at 64 shadows" in report  # 8 pairs

@@ -102,6 +102,21 @@ def _procedure_text(procedure: str, draws: int, pairs: int = 8,
             + _COVERAGE_TEXT)
 
 
+def _tpr_rule_text(rule: str) -> str:
+    """What the report says of TPR's interval rule in this run (membership.json's rules):
+    pairs_t (8 pairs or fewer, or no rule confirmed above), else the rule
+    bench/results/tpr32_rules_plan.md confirmed for more than 8 pairs."""
+    seed27 = ("0.908 / 0.892 one arm at 1e-3 / 1e-4, 0.918 / 0.928 paired, "
+              "`bench/results/coverage_vlow_pairs_t_seed27.md`")
+    if rule == "pairs_t":
+        return (f"`pairs_t`, which at 64 shadows (32 pairs) under-covers: {seed27}; the "
+                "earlier rule, `both`, covered 0.980 one arm, 0.996 paired there, "
+                "`bench/results/coverage_vlow_seed20.md`")
+    return (f"`{rule}`, the rule above 8 pairs, selected and confirmed at 32 pairs "
+            "(`bench/results/tpr32_rules_plan.md`, `tpr32_rules_seed29.md`); `pairs_t`, the "
+            f"rule at 8 pairs, under-covers there: {seed27}")
+
+
 def _variance_text(variant: str) -> str:
     """The report's sentence on which σ the headline LiRA variant uses."""
     if variant.endswith("_fixed"):
@@ -223,11 +238,9 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
                  f"{_eps_cell(m.get('empirical_epsilon'))} |")
     neg = {s: attack[arms[0]][variant][s].get("n_negatives") for s in HEADLINE}
     L += ["", "Intervals: models+samples (TPR at 0 FP: point estimate; TPR at 1e-4 from "
-          "100 000 negative model-sample pairs on, the procedure of TPR at 1e-3, `pairs_t`, "
-          "which at 64 shadows (32 pairs) under-covers: 0.908 / 0.892 one arm at 1e-3 / "
-          "1e-4, 0.918 / 0.928 paired, `bench/results/coverage_vlow_pairs_t_seed27.md`; "
-          "the earlier rule, `both`, covered 0.980 one arm, 0.996 paired there, "
-          "`bench/results/coverage_vlow_seed20.md`). TPR at "
+          "100 000 negative model-sample pairs on, the procedure of TPR at 1e-3, "
+          + _tpr_rule_text((membership.get("rules") or {}).get("tpr@one", "pairs_t"))
+          + "). TPR at "
           "FPR f is reported only where its false positives come from ≥ 10 distinct samples "
           f"(negatives: all {neg['all']}, flipped {neg['flipped']}, OOD {neg['ood']} model-"
           "sample pairs); next to it, the distinct samples behind its true and false "
