@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_script
 
 INTERVAL = re.compile(r"[+−-]?\d+\.\d+ \[[+−-]?\d+\.\d+, [+−-]?\d+\.\d+\]")
 
@@ -84,3 +84,26 @@ def test_readme_and_report_quote_the_32_pair_tpr_check():
     wider = [round(100 * (norm.ppf(0.975) / norm.ppf(0.5 + c / 2) - 1)) for c in (max(cov), min(cov))]
     assert f"would need to be {wider[0]}-{wider[1]} % wider" in readme
     assert f"would need to be {wider[0]}-{wider[1]} % wider" in report
+
+
+def test_readme_quotes_the_32_pair_rule_studies():
+    """The seed-28 selection and seed-29 confirmation of bench/results/tpr32_rules_plan.md,
+    recomputed from their stores by the study's analysis, are what README quotes, and the
+    pipeline's rule above 8 pairs is the confirmed one (or pairs_t where none was)."""
+    from bnmem.attack import intervals
+    tr = load_script("bench/tpr_rules.py")
+    figs = ("tpr_low_all", "tpr_vlow_all")
+    tabs = {s: {f: tr.table(ROOT / "results" / f"tpr32_components_seed{s}.jsonl", f) for f in figs}
+            for s in (28, 29)}
+    assert all(t[f]["C6"]["one_arm"]["runs"] == 500 for t in tabs.values() for f in figs)
+    rule, _ = tr.select_cells(tabs[28])
+    confirmed = tr.confirms(tabs[29], rule)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for seed in (28, 29):
+        c = [tabs[seed][f][rule][k]["coverage"] for f in figs for k in ("one_arm", "difference")]
+        assert (f"{c[0]:.3f} / {c[2]:.3f} one arm at FPR 1e-3 / 1e-4, {c[1]:.3f} / {c[3]:.3f} "
+                "paired") in readme
+    names = {"C0": "both", "C1": "twoway", "C3": "sum", "C8": "jacksum"}
+    want = names.get(rule) if confirmed else None
+    assert intervals.TPR_RULE_MANY_PAIRS == want
+    assert ("confirmed it" if confirmed else "did not confirm it") in readme
