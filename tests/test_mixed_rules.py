@@ -226,11 +226,3 @@ def test_tpr_rule_above_the_simulated_pair_count(monkeypatch, rule):
     got = IntervalPlan("mixed", 32, seg).ci_from(0.5, var, "tpr_low_all")
     want = IntervalPlan(rule, 32, seg).ci_from(0.5, var, "tpr_low_all")
     assert got == want and got != IntervalPlan("pairs_t", 32, seg).ci_from(0.5, var)
-
-
-def test_without_a_confirmed_rule_tpr_keeps_pairs_t_at_any_pair_count():
-    from bnmem.attack import intervals
-    if intervals.TPR_RULE_MANY_PAIRS is None:
-        assert intervals.rules_for(32) == intervals.rules_for(8) == MIXED_RULES
-    else:
-        assert intervals.rules_for(32)[("tpr", "one")] == intervals.TPR_RULE_MANY_PAIRS
