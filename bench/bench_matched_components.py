@@ -87,13 +87,15 @@ def main() -> None:
     ap.add_argument("--ood", type=float, default=0.01)
     ap.add_argument("--arm-rho", type=float, default=0.3)
     ap.add_argument("--end-rho", type=float, default=0.3)
+    ap.add_argument("--model-sd", type=float, default=0.3,
+                    help="SD of each model's shift and strength (coverage_matched.simulate)")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     t0 = time.time()
     kind = sample_kinds(a.n, a.flipped, a.ood)
-    rho = {"arm_rho": a.arm_rho, "end_rho": a.end_rho}
+    rho = {"arm_rho": a.arm_rho, "end_rho": a.end_rho, "model_sd": a.model_sd}
     truth_args = [(a.n_models, a.n, kind, a.seed * 1_000_003 + 500_000 + s, rho)
                   for s in range(a.truth_runs)]
     run_args = [(a.n_models, a.n, kind, a.draws, a.seed * 1_000_003 + r, rho)

@@ -51,22 +51,27 @@ RHO = 0.7
 
 def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
              utility=UTILITY, effect=EFFECT, arm_rho: float | None = None,
-             end_rho: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+             end_rho: float | None = None, model_sd: float = 0.3
+             ) -> tuple[np.ndarray, np.ndarray]:
     """(phi [arms, K, m, N, 1] float64, keep [m, N]) of one run (module docstring).
 
     arm_rho None, end_rho None: the first design (both arms share all model noise; the
     endpoints' noise correlates RHO^2 = 0.49). Otherwise arm j's models get their own noise,
     correlated `arm_rho` with the other arm's (per-sample noise, shift, strength), and each
     endpoint's noise follows the previous one's with correlation `end_rho` (AR(1) over the
-    budgets), as measured on real shadows (bench/results/noise_structure.md)."""
+    budgets), as measured on real shadows (bench/results/noise_structure.md).
+
+    model_sd: the SD of each model's shift and membership strength (0.3 by default); lower
+    values leave less of a figure's variance to the models (pairs) and more to the samples:
+    the study at the real run's V_s / V_p (bench/results/real_ratio_plan.md)."""
     rng = np.random.default_rng([seed, 0xF207])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(1.0, 2, n), rng.uniform(0.5, 1.5, n)
     d = np.abs(rng.normal(0, 1, n))
     hard = np.asarray(kind) >= 1  # flipped and OOD samples
     loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
-    strength = rng.normal(1, 0.3, (n_models, 1))
-    shift = rng.normal(0, 0.3, (n_models, 1))
+    strength = rng.normal(1, model_sd, (n_models, 1))
+    shift = rng.normal(0, model_sd, (n_models, 1))
     common = rng.normal(size=(n_models, n))
     k_end, n_arms = len(utility[0]), len(utility)
     own = rng.normal(size=(k_end, n_models, n))
@@ -82,8 +87,8 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
     e_rho = RHO ** 2 if end_rho is None else end_rho
     la, ca, ce = np.sqrt(a_rho), np.sqrt(1 - a_rho), np.sqrt(1 - e_rho ** 2)  # la, ca: loadings
     arm_rng = [np.random.default_rng([seed, 0xF208, j]) for j in range(n_arms)]
-    st = [1 + la * (strength - 1) + ca * r.normal(0, 0.3, strength.shape) for r in arm_rng]
-    sh = [la * shift + ca * r.normal(0, 0.3, shift.shape) for r in arm_rng]
+    st = [1 + la * (strength - 1) + ca * r.normal(0, model_sd, strength.shape) for r in arm_rng]
+    sh = [la * shift + ca * r.normal(0, model_sd, shift.shape) for r in arm_rng]
     fresh = [[la * own[k] + ca * r.normal(size=own[k].shape) for k in range(k_end)]
              for r in arm_rng]  # [arm][endpoint] innovations, correlated a_rho across arms
     for j in range(n_arms):
