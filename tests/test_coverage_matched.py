@@ -83,3 +83,27 @@ def test_a_stored_matched_study_equals_the_unstored_one(tmp_path):
     for res in (stored, again):
         assert same(res["truth"], plain["truth"]) and same(res["table"], plain["table"])
     assert not same(matched_coverage(3, **{**kw, "seed": 8})["table"], plain["table"])  # can fail
+
+
+def test_model_sd_moves_only_the_models_share_of_the_variance():
+    """simulate(model_sd=...) (the real-ratio study's knob, bench/results/real_ratio_plan.md):
+    the default is 0.3, so every earlier stored study reproduces; model_sd sets how much
+    each model's logits move as a whole (its shift), and leaves the samples untouched."""
+    kind = np.zeros(300, np.int8)
+    kind[:30] = 1
+    rho = {"arm_rho": 0.3, "end_rho": 0.3}
+    base, keep = simulate(16, 300, kind, 5, **rho)
+    same, keep2 = simulate(16, 300, kind, 5, model_sd=0.3, **rho)
+    assert np.array_equal(base, same) and np.array_equal(keep, keep2)
+    # a model's shift is the mean of its logits over non-members, less the samples' mean
+    def model_spread(phi):
+        out = phi[0, 0, ..., 0]
+        m = np.where(~keep, out, np.nan)
+        return float(np.std(np.nanmean(m - np.nanmean(m, axis=0), axis=1)))
+    spreads = {sd: model_spread(simulate(16, 300, kind, 5, model_sd=sd, **rho)[0])
+               for sd in (0.0, 0.05, 0.3)}
+    # what is left at model_sd 0 is the per-sample noise averaged over 150 samples (~0.1)
+    assert max(spreads[0.0], spreads[0.05]) < 0.15 < 0.25 < spreads[0.3] < 0.45, spreads
+    low = simulate(16, 300, kind, 5, model_sd=0.05, **rho)[0]
+    # the samples' part (each sample's mean over models) barely moves
+    assert np.corrcoef(base[0, 0, ..., 0].mean(0), low[0, 0, ..., 0].mean(0))[0, 1] > 0.95

@@ -57,8 +57,9 @@ class IntervalPlan:
       arm and paired; bench/results/tpr_rules_seed22.md, tpr_rules_seed23.md); both for the
       overlap was selected on seed 25 and confirmed on seed 26 (0.942 / 0.958;
       bench/results/matched_rules_plan.md, which also says why pairs_t at the common point,
-      confirmed too, is not used). Not simulated
-      for TPR at 1e-4 or at more than 8 pairs (the full-scale run's 32). `mixed` draws the
+      confirmed too, is not used). At 32 pairs (the full-scale run's) TPR at 1e-3 under
+      pairs_t covers only 0.900-0.938 (bench/results/tpr32_rules_seed28.md, seed29.md;
+      no other rule was confirmed there); TPR at 1e-4 is not simulated. `mixed` draws the
       jackknife, samples-only, pairs-only and joint rows, so every procedure can be read
       back from its recorded SDs where a row computes the figure (design_levels).
 
