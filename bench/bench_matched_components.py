@@ -89,13 +89,16 @@ def main() -> None:
     ap.add_argument("--end-rho", type=float, default=0.3)
     ap.add_argument("--model-sd", type=float, default=0.3,
                     help="SD of each model's shift and strength (coverage_matched.simulate)")
+    ap.add_argument("--sample-rho", type=float, default=None,
+                    help="arms' correlation of each sample's membership effect (None: shared)")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", required=True)
     a = ap.parse_args()
     t0 = time.time()
     kind = sample_kinds(a.n, a.flipped, a.ood)
-    rho = {"arm_rho": a.arm_rho, "end_rho": a.end_rho, "model_sd": a.model_sd}
+    rho = {"arm_rho": a.arm_rho, "end_rho": a.end_rho, "model_sd": a.model_sd,
+           "sample_rho": a.sample_rho}
     truth_args = [(a.n_models, a.n, kind, a.seed * 1_000_003 + 500_000 + s, rho)
                   for s in range(a.truth_runs)]
     run_args = [(a.n_models, a.n, kind, a.draws, a.seed * 1_000_003 + r, rho)

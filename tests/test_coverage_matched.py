@@ -107,3 +107,24 @@ def test_model_sd_moves_only_the_models_share_of_the_variance():
     low = simulate(16, 300, kind, 5, model_sd=0.05, **rho)[0]
     # the samples' part (each sample's mean over models) barely moves
     assert np.corrcoef(base[0, 0, ..., 0].mean(0), low[0, 0, ..., 0].mean(0))[0, 1] > 0.95
+
+
+def test_sample_rho_gives_the_arms_partly_different_memorized_samples():
+    """simulate(sample_rho=...): None (the default) and 1 share each sample's membership
+    effect between the arms bit for bit; below 1 the arms' per-sample effects decorrelate,
+    on members only (non-members do not see the effect)."""
+    kind = np.zeros(2000, np.int8)
+    kind[:200] = 1
+    rho = {"arm_rho": 0.3, "end_rho": 0.3}
+    base, keep = simulate(16, 2000, kind, 9, **rho)
+    assert np.array_equal(base, simulate(16, 2000, kind, 9, sample_rho=1.0, **rho)[0])
+
+    def effect_corr(phi):  # per-sample member - non-member mean at the last endpoint, a vs b
+        eff = [np.nanmean(np.where(keep, phi[j, 2, ..., 0], np.nan), 0)
+               - np.nanmean(np.where(~keep, phi[j, 2, ..., 0], np.nan), 0) for j in range(2)]
+        return float(np.corrcoef(*eff)[0, 1])
+    low = simulate(16, 2000, kind, 9, sample_rho=0.0, **rho)[0]
+    assert effect_corr(low) < effect_corr(base) - 0.2, (effect_corr(low), effect_corr(base))
+    out = ~keep  # non-members: identical with and without the knob
+    assert np.array_equal(low[..., 0][:, :, out], base[..., 0][:, :, out])
+    assert not np.array_equal(low[..., 0][:, :, keep], base[..., 0][:, :, keep])

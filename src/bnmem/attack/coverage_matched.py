@@ -51,8 +51,8 @@ RHO = 0.7
 
 def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
              utility=UTILITY, effect=EFFECT, arm_rho: float | None = None,
-             end_rho: float | None = None, model_sd: float = 0.3
-             ) -> tuple[np.ndarray, np.ndarray]:
+             end_rho: float | None = None, model_sd: float = 0.3,
+             sample_rho: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(phi [arms, K, m, N, 1] float64, keep [m, N]) of one run (module docstring).
 
     arm_rho None, end_rho None: the first design (both arms share all model noise; the
@@ -63,11 +63,16 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
 
     model_sd: the SD of each model's shift and membership strength (0.3 by default); lower
     values leave less of a figure's variance to the models (pairs) and more to the samples:
-    the study at the real run's V_s / V_p (bench/results/real_ratio_plan.md)."""
+    the study at the real run's V_s / V_p (bench/results/real_ratio_plan.md).
+    sample_rho (with arm_rho / end_rho): None shares each sample's membership effect d_i
+    between the arms; otherwise arm j's is |sqrt(rho) z_i + sqrt(1 - rho) z_ij| (z_i the
+    shared draw d_i = |z_i| came from, z_ij the arm's own): the arms memorize partly
+    different samples, which adds variance of the samples' own to a difference a - b."""
     rng = np.random.default_rng([seed, 0xF207])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(1.0, 2, n), rng.uniform(0.5, 1.5, n)
-    d = np.abs(rng.normal(0, 1, n))
+    z = rng.normal(0, 1, n)
+    d = np.abs(z)
     hard = np.asarray(kind) >= 1  # flipped and OOD samples
     loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
     strength = rng.normal(1, model_sd, (n_models, 1))
@@ -91,13 +96,19 @@ def simulate(n_models: int, n: int, kind: np.ndarray, seed: int,
     sh = [la * shift + ca * r.normal(0, model_sd, shift.shape) for r in arm_rng]
     fresh = [[la * own[k] + ca * r.normal(size=own[k].shape) for k in range(k_end)]
              for r in arm_rng]  # [arm][endpoint] innovations, correlated a_rho across arms
+    if sample_rho is None:
+        d_arm = [d] * n_arms
+    else:  # each arm's own part of every sample's membership effect (its own stream)
+        own_z = [np.random.default_rng([seed, 0xF20A, j]).normal(0, 1, n) for j in range(n_arms)]
+        d_arm = [np.abs(np.sqrt(sample_rho) * z + np.sqrt(1 - sample_rho) * oz) for oz in own_z]
+        d_arm = [np.where(hard, 3.0 * dj, dj) for dj in d_arm]
     for j in range(n_arms):
         noise = fresh[j][0]
         for k in range(k_end):
             if k:
                 noise = e_rho * noise + ce * fresh[j][k]
             phi[j, k, ..., 0] = (loc[None] + sh[j] + spread[None] * noise + utility[j][k]
-                                 + effect[j][k] * st[j] * d * keep)
+                                 + effect[j][k] * st[j] * d_arm[j] * keep)
     return phi, keep
 
 
