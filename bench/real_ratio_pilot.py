@@ -4,7 +4,8 @@ and read (common point, overlap, equal budgets), the median over intervals of V_
 V_pairs, V_both / (V_pairs + V_samples) and V_jackknife / V_pairs, on the real run (each
 interval's recorded `sd` under results/membership.json's frontier.compare) and on each store
 (bench/bench_matched_components.py), and the mean over the categories both have of
-|log(simulated / real)| of the first (the pilot's criterion).
+|log(simulated / real)| of the first (the seed-30/31 pilot's criterion) and of all three
+(the next pilot's, real_ratio_plan.md's second addendum).
 
     python bench/real_ratio_pilot.py results/real_ratio_pilot/model_sd0.05_seed900.jsonl ...
 """
@@ -54,6 +55,15 @@ def real(membership: Path) -> dict:
     return out
 
 
+def split(m: np.ndarray) -> str:
+    """A : B : I (models' main effect, samples' own, interaction) in units of V_p, from the
+    three median ratios under the additive two-way approximation V_p = A + I, V_s = B + I,
+    V_b = A + B + 3I."""
+    vs, vb = m[0], m[1] * (1 + m[0])
+    i = vb - (1 + vs)
+    return f"{1 - i:.2f}:{vs - i:.2f}:{i:.2f}"
+
+
 def category(read: str) -> tuple[str, str] | None:
     """A simulated read's (figure, read), None for TPR."""
     if "tpr" in read:
@@ -80,17 +90,19 @@ def main() -> None:
     a = ap.parse_args()
     ref = {c: np.median(np.array(v), axis=0) for c, v in real(a.membership).items()}
     cats = [(f, r) for f in FIGS for r in READS if (f, r) in ref]
-    head = "| source | " + " | ".join(f"{f}@{r}" for f, r in cats) + " | mean abs log (Vs/Vp) |"
-    print("medians of " + " ; ".join(RATIOS) + " per category\n")
-    print(head + "\n|---|" + "---|" * (len(cats) + 1))
-    cell = lambda m: " ; ".join(f"{x:.2f}" for x in m)  # noqa: E731
-    print(f"| real ({a.membership.name}) | " + " | ".join(cell(ref[c]) for c in cats) + " | |")
+    head = ("| source | " + " | ".join(f"{f}@{r}" for f, r in cats)
+            + " | mean abs log (Vs/Vp) | mean abs log (all three) |")
+    print("medians of " + " ; ".join(RATIOS) + " per category (A:B:I, split())\n")
+    print(head + "\n|---|" + "---|" * (len(cats) + 2))
+    cell = lambda m: " ; ".join(f"{x:.2f}" for x in m) + f" ({split(m)})"  # noqa: E731
+    print(f"| real ({a.membership.name}) | " + " | ".join(cell(ref[c]) for c in cats) + " | | |")
     for store in a.stores:
         sim = {c: np.median(np.array(v), axis=0) for c, v in simulated(store).items()}
         both = [c for c in cats if c in sim]
         dev = np.mean([abs(np.log(sim[c][0] / ref[c][0])) for c in both])
+        dev3 = np.mean([np.abs(np.log(sim[c] / ref[c])) for c in both])
         print(f"| {store.name} | " + " | ".join(cell(sim[c]) if c in sim else "-" for c in cats)
-              + f" | {dev:.3f} over {len(both)} |")
+              + f" | {dev:.3f} over {len(both)} | {dev3:.3f} |")
 
 
 if __name__ == "__main__":
