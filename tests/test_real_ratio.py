@@ -34,3 +34,45 @@ def test_the_real_medians_come_from_the_run():
     for label, fig in rows.items():
         cells = " | ".join(f"{ref[(fig, r)]:.2f}" for r in ("common", "overlap", "equal"))
         assert f"| {label} | {cells} |" in plan, (label, cells)
+
+
+def _range(tabs, cls, rule, mr):
+    cov = [tabs[s][r][rule]["coverage"] for s in tabs for r in mr.CLASSES[cls][0]]
+    return f"{min(cov):.3f}-{max(cov):.3f}"
+
+
+def test_readme_quotes_the_real_ratio_outcome():
+    """README's and the plan's outcome of the seed-30/31 study, recomputed from the stores
+    by the study's analysis: today's rules' coverage per class, the selection on seed 30,
+    its failed confirmation on seed 31, and `mixed` unchanged (nothing was confirmed)."""
+    from pathlib import Path
+    from bnmem.attack.intervals import MIXED_RULES
+    mr = load_script("bench/matched_rules.py")
+    cands = mr.PLANS["real_ratio"]
+    tabs = {s: mr.table(ROOT / f"results/matched_components_sd005_seed{s}.jsonl", cands)[0]
+            for s in (30, 31)}
+    assert all(tabs[s]["auc_matched"]["C8"]["runs"] == 500 for s in tabs)
+    mr.CLASSES["B"] = (mr.CLASSES["B"][0], "C0", True)  # the plan's "today" (--plan real_ratio)
+    try:
+        picked = mr.select(tabs[30], "C", cands)[0]
+    finally:
+        mr.CLASSES["B"] = (mr.CLASSES["B"][0], "C8", True)
+    assert picked == "C1t"
+    rule, ok, cov = mr.confirm(tabs[31], {"C": picked})["C"]
+    assert not ok and max(cov) > 0.97
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"seed 31 gave {min(cov):.3f}-{max(cov):.3f}, one read above 0.97" in readme
+    quoted = {("A", "C8"): "AUC at the common point (jacksum) {}",
+              ("B", "C0"): "over the overlap (`both`) {}",
+              ("E", "C8"): "at equal budgets {}",
+              ("C", "C8"): "memorization at matched reads (jacksum) {}",
+              ("F", "C8"): "at equal budgets {}; TPR",
+              ("D", "C6"): None}
+    for (cls, r), text in quoted.items():
+        if text:
+            assert text.format(_range(tabs, cls, r, mr)) in readme, (cls, r)
+    tpr = [tabs[s][x]["C6"]["coverage"] for s in tabs for c in "DG" for x in mr.CLASSES[c][0]]
+    assert f"TPR at 1e-3 (`pairs_t`) {min(tpr):.3f}-{max(tpr):.3f}" in readme
+    # nothing adopted: memorization keeps jacksum at matched reads
+    assert MIXED_RULES[("mem", "common")] == MIXED_RULES[("mem", "overlap")] == "jacksum"
+    assert Path(ROOT / "bench/results/real_ratio_seed31.md").read_text().count("NOT within") >= 1
