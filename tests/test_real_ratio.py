@@ -76,3 +76,25 @@ def test_readme_quotes_the_real_ratio_outcome():
     # nothing adopted: memorization keeps jacksum at matched reads
     assert MIXED_RULES[("mem", "common")] == MIXED_RULES[("mem", "overlap")] == "jacksum"
     assert Path(ROOT / "bench/results/real_ratio_seed31.md").read_text().count("NOT within") >= 1
+
+
+def test_readme_quotes_the_variance_diagnostic():
+    """README's diagnostic: over the four memorization studies, the mean V_p of each matched
+    memorization read against the point's run-to-run variance, and jacksum's."""
+    import numpy as np
+    tr = load_script("bench/tpr_rules.py")
+    stores = ["matched_components_seed25", "matched_components_seed26",
+              "matched_components_sd005_seed30", "matched_components_sd005_seed31"]
+    reads = ("fz_flipped_matched", "fz_flipped_overlap", "fz_ood_matched", "fz_flipped_fit",
+             "fz_ood_fit")
+    vp, js = [], []
+    for name in stores:
+        _, rec, _ = tr.load(ROOT / "results" / f"{name}.jsonl")
+        for r in reads:
+            x = rec[r]
+            v = np.var(x[:, 0], ddof=1)
+            vp.append(np.mean(x[:, 1]) / v)
+            js.append(np.mean(x[:, 4] + x[:, 2]) / v)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"(mean V_p {min(vp):.2f}-{max(vp):.2f} x it)" in readme
+    assert f"jacksum is {min(js):.1f}-{max(js):.2f} x the true variance" in readme
