@@ -1,0 +1,257 @@
+"""Coverage of the interval rules on real shadows (bench/real_shadow_coverage.py's store),
+the analysis of bench/results/real_shadows_plan.md, fixed before any result was read.
+
+For every comparison (arm - base) and read of a coverage subset, an interval rule gives a
+half-width h from the subset's own recorded variances. A fresh run of 8 pairs on fresh
+samples errs by e = d' + s: d' the subset's deviation from the pool's mean point (its
+pairs' noise), scaled by sqrt(P_pool / (P_pool - 8)) (drawing 8 of the pool's pairs without
+replacement shrinks that variance by (P_pool - 8) / P_pool), and s ~ N(0, T_s) the samples'
+part (the partition blocks' variance over shared sample reweightings, independent of the
+pairs'). The subset's coverage is P(|d' + s| <= h) = Phi((h - d') / sd_s) - Phi((-h - d') / sd_s);
+a rule's coverage of a read is its mean over the subsets, and a class's the mean over its
+reads and the three comparisons (the pooled-read criterion).
+
+    python bench/real_shadow_rules.py results/real_shadows_seed0.jsonl [--select] [--subsets 200]
+    python bench/real_shadow_rules.py results/real_shadows_seed1.jsonl --confirm C=C1t,...
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from matched_rules import DESIGNS as N_DESIGNS, NAMES, PLANS  # noqa: E402  (bench/matched_rules.py)
+from tpr_rules import Z, variance  # noqa: E402
+
+CANDIDATES = PLANS["real_ratio"]  # C0 both, C1 twoway, C3 sum, C6 pairs_t, C8 jacksum, CJ, CJt, C1t
+PAIRS = 8
+K_END = 4  # budgets 1, 2, 4 and the 12-epoch run
+COMPARISONS = ("batchnorm_minus_none", "batchnorm_reg_minus_none", "batchnorm_reg_minus_batchnorm")
+CLASSES = {  # class: (reads, the rule `mixed` uses today)
+    "A": (("auc_matched", "auc_fit"), "C8"),
+    "B": (("auc_overlap", "auc_fit_overlap"), "C0"),
+    "C": (("fz_flipped_matched", "fz_flipped_overlap", "fz_ood_matched", "fz_flipped_fit",
+           "fz_ood_fit"), "C8"),
+    "D": (("tpr_low_matched",), "C6"),
+    "E": (tuple(f"eq{k}_auc_all" for k in range(K_END)), "C8"),
+    "F": (tuple(f"eq{k}_fz_{s}" for k in range(K_END) for s in ("flipped", "ood")), "C8"),
+    "G": (tuple(f"eq{k}_tpr_low_all" for k in range(K_END)), "C6"),
+}
+LABEL = {"A": "AUC at the common point", "B": "AUC over the overlap",
+         "C": "memorization at matched utility or fit", "D": "TPR at 1e-3 at matched utility",
+         "E": "AUC at equal budget", "F": "memorization at equal budget",
+         "G": "TPR at 1e-3 at equal budget"}
+# rules that read the pairs only (no samples' variance): eligible for TPR only (plan)
+PAIRS_ONLY = ("C6", "CJ", "CJt")
+
+
+def half_width(r: np.ndarray, rule: str) -> np.ndarray:
+    """Half-width per subset of records [point, V_p, V_s, V_b, V_j] under a candidate."""
+    t = stats.t.ppf(0.975, PAIRS - 1)
+    v = {"C6": r[:, 1], "CJ": r[:, 4], "CJt": r[:, 4],
+         "C1t": variance(r, "C1")}.get(rule)
+    if v is None:
+        v = variance(r, rule)
+    return (t if rule in ("C6", "CJt", "C1t") else Z) * np.sqrt(v)
+
+
+def load(store: Path, subsets: int | None = None) -> dict:
+    """The store's units: {"points": {key: [point subsets + coverage subsets]}, "cov": {key:
+    [subsets, 5]} (point, V_p, V_s, V_b, V_j), "blocks": {key: [blocks, 1 + reweightings]},
+    "n_pairs": the pool's pairs, "subsets": how many coverage subsets were read}; `subsets`:
+    the first that many coverage subsets by index (the plan's count; fewer finished is an
+    error), every finished one when None. key: "<comparison>/<read>"."""
+    units = {}
+    for line in store.read_text().splitlines()[1:]:  # the first line: the study's fingerprint
+        try:
+            u = json.loads(line)
+        except ValueError:  # a line a kill cut short
+            continue
+        units[u["kind"], u["i"]] = u["value"]
+    runs = {i: v for (k, i), v in units.items() if k == "run"}
+    blocks = {i: v for i, v in runs.items() if len(next(x for k, x in v.items() if k != "pairs")) > 5}
+    n_pairs = PAIRS * len(blocks)
+    if not blocks or sorted(blocks) != list(range(len(blocks))):
+        raise SystemExit(f"{store}: the partition blocks are incomplete ({sorted(blocks)})")
+    cov_idx = sorted(i for i in runs if i not in blocks)
+    if subsets is not None:
+        want = list(range(len(blocks), len(blocks) + subsets))
+        if cov_idx[:subsets] != want:
+            raise SystemExit(f"{store}: {len(cov_idx)} coverage subsets finished, not the first "
+                             f"{subsets} the plan reads")
+        cov_idx = want
+    keys = [k for k in runs[cov_idx[0]] if k != "pairs"]
+    truth_rows = [np.asarray(v, float) for (k, _), v in sorted(units.items()) if k == "truth"]
+    n_reads = len(keys) // len(COMPARISONS)
+    points = {}
+    for j, key in enumerate(keys):  # point subsets' rows are comparisons x reads, in key order
+        pts = [row[j] for row in truth_rows] + [runs[i][key][0] for i in cov_idx]
+        points[key] = np.array(pts, float)
+    assert all(row.size == n_reads * len(COMPARISONS) for row in truth_rows)
+    return {"points": points,
+            "cov": {k: np.array([runs[i][k] for i in cov_idx], float) for k in keys},
+            "blocks": {k: np.array([blocks[b][k] for b in sorted(blocks)], float) for k in keys},
+            "n_pairs": n_pairs, "subsets": len(cov_idx)}
+
+
+def components(d: dict, key: str) -> dict:
+    """Truth and variance parts of one key: mu (the pool's mean point), T_p (a fresh run's
+    pairs' variance: the subsets' variance x P_pool / (P_pool - 8)), T_s (the variance over
+    shared reweightings of the blocks' mean), and the procedure's mean V_p, V_s, V_j."""
+    pts = d["points"][key]
+    pts = pts[np.isfinite(pts)]
+    fpc = d["n_pairs"] / (d["n_pairs"] - PAIRS)
+    blk = d["blocks"][key][:, 1:]  # [blocks, reweightings]
+    with np.errstate(invalid="ignore"):
+        t_s = float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)) if np.isfinite(blk).any() else np.nan
+    r = d["cov"][key]
+    return {"mu": float(pts.mean()) if pts.size else np.nan,
+            "t_p": float(pts.var(ddof=1)) * fpc if pts.size > 1 else np.nan, "t_s": t_s,
+            "v_p": float(np.nanmean(r[:, 1])), "v_s": float(np.nanmean(r[:, 2])),
+            "v_j": float(np.nanmean(r[:, 4])), "n_points": int(pts.size)}
+
+
+def coverage(d: dict, key: str, rule: str, comp: dict | None = None) -> dict:
+    """{coverage, mean_width, miss_below, miss_above, subsets} of one key under one rule
+    (module docstring); miss_below: the chance the interval lies wholly below the truth."""
+    c = comp or components(d, key)
+    r = d["cov"][key]
+    h = half_width(r, rule)
+    dev = (r[:, 0] - c["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - PAIRS))
+    ok = np.isfinite(h) & np.isfinite(dev)
+    h, dev = h[ok], dev[ok]
+    sd = np.sqrt(max(c["t_s"], 0.0))
+    if sd > 0:
+        above, below = stats.norm.cdf((h - dev) / sd), stats.norm.cdf((-h - dev) / sd)
+    else:
+        above, below = (dev <= h).astype(float), (dev < -h).astype(float)
+    # e = dev + s: covered when -h <= e <= h; the interval (point - h, point + h) lies wholly
+    # below the truth when e < -h (the point understates it) and above when e > h
+    return {"coverage": float((above - below).mean()) if ok.any() else np.nan,
+            "mean_width": float(2 * h.mean()) if ok.any() else np.nan,
+            "miss_below": float(below.mean()) if ok.any() else np.nan,
+            "miss_above": float((1 - above).mean()) if ok.any() else np.nan,
+            "subsets": int(ok.sum())}
+
+
+def table(d: dict, cands: tuple = CANDIDATES) -> dict:
+    """{class: {"reads": {key: {rule: coverage(...)}}, "components": {key: components},
+    "pooled": {rule: {coverage, width_ratio}}}}: pooled = the mean over the class's reads and
+    comparisons (width_ratio: mean width over today's rule's, averaged the same way)."""
+    out = {}
+    for cls, (reads, today) in CLASSES.items():
+        keys = [f"{c}/{r}" for c in COMPARISONS for r in reads if f"{c}/{r}" in d["cov"]]
+        comps = {k: components(d, k) for k in keys}
+        cells = {k: {rule: coverage(d, k, rule, comps[k]) for rule in cands} for k in keys}
+        pooled = {}
+        for rule in cands:
+            covs = [cells[k][rule]["coverage"] for k in keys]
+            ratio = [cells[k][rule]["mean_width"] / cells[k][today]["mean_width"] for k in keys]
+            pooled[rule] = {"coverage": float(np.nanmean(covs)),
+                            "min": float(np.nanmin(covs)), "max": float(np.nanmax(covs)),
+                            "width_ratio": float(np.nanmean(ratio))}
+        out[cls] = {"reads": cells, "components": comps, "pooled": pooled, "today": today}
+    return out
+
+
+def word(c: float) -> str:
+    """The plan's verdict word for a class's pooled coverage."""
+    return "calibrated" if 0.93 <= c <= 0.97 else "conservative" if c > 0.97 else "anti-conservative"
+
+
+def select(tab: dict, cls: str) -> tuple[str, str]:
+    """The plan's selection for one class: candidates whose pooled coverage lies in
+    [0.935, 0.965] with no key below 0.92 (pairs-only rules for TPR only), the narrowest by
+    pooled width ratio (ties: fewer designs); none: today's."""
+    t, today = tab[cls], CLASSES[cls][1]
+    ok = [c for c, p in t["pooled"].items()
+          if 0.935 <= p["coverage"] <= 0.965 and p["min"] >= 0.92
+          and (c not in PAIRS_ONLY or cls in ("D", "G"))]
+    if not ok:
+        return today, "none qualifies: today's stays"
+    best = min(ok, key=lambda c: (round(t["pooled"][c]["width_ratio"], 9), N_DESIGNS[c]))
+    return best, (f"qualifies ({', '.join(ok)}); width {t['pooled'][best]['width_ratio']:.3f} x "
+                  "today's")
+
+
+def confirmed(tab: dict, cls: str, rule: str) -> bool:
+    """The plan's confirmation: pooled coverage in [0.93, 0.97], no key below 0.92."""
+    p = tab[cls]["pooled"][rule]
+    return 0.93 <= p["coverage"] <= 0.97 and p["min"] >= 0.92
+
+
+def markdown(tab: dict, d: dict, store: Path, chosen: dict | None = None,
+             confirm: dict | None = None) -> str:
+    cands = tuple(next(iter(tab.values()))["pooled"])
+    L = [f"`{store}`: {d['subsets']} coverage subsets of 8 pairs from a pool of {d['n_pairs']} "
+         "real shadow pairs per arm. Coverage of a fresh run's truth (bench/real_shadow_rules.py: "
+         "the subset's pairs' deviation plus the samples' part); nominal 0.95, target 0.93-0.97. "
+         "Pooled: mean over the class's reads and the three comparisons.", "",
+         "## Pooled per class", "",
+         "| class | today | " + " | ".join(f"{c} {NAMES[c]}" for c in cands) + " | T_s / T_p | V_s / V_p | today's width / calibrated |",
+         "|---|---|" + "---|" * (len(cands) + 3)]
+    for cls, t in tab.items():
+        comps = t["components"].values()
+        ts_tp = np.nanmean([c["t_s"] / c["t_p"] for c in comps])
+        vs_vp = np.nanmean([c["v_s"] / c["v_p"] for c in comps])
+        today = t["today"]
+        cells = [f"{p['coverage']:.3f} ({p['min']:.3f}-{p['max']:.3f}) / {p['width_ratio']:.3f}"
+                 for p in t["pooled"].values()]
+        ratio = np.nanmean([np.nanmean(half_width(d["cov"][k], today))
+                            / (Z * np.sqrt(c["t_p"] + c["t_s"])) for k, c in t["components"].items()])
+        L.append(f"| {cls}: {LABEL[cls]} | {NAMES[today]}: **{word(t['pooled'][today]['coverage'])}** | "
+                 + " | ".join(cells) + f" | {ts_tp:.2f} | {vs_vp:.2f} | {ratio:.2f} |")
+    L += ["", "Cell: pooled coverage (lowest-highest key) / mean width relative to today's rule. "
+          "T_s / T_p: the samples' true share against the pairs' (mean over keys); V_s / V_p: the "
+          "procedure's estimates of the same (mean over subsets, then keys); last column: today's mean "
+          "half-width over 1.96 sqrt(T_p + T_s), the half-width of a normal interval of the true variance.", ""]
+    if chosen:
+        L += ["## Selection (the plan's rule)", ""] + [f"- {c}: {NAMES[r]} ({why})" for c, (r, why) in chosen.items()] + [""]
+    if confirm:
+        L += ["## Confirmation", ""] + [f"- {c}: {NAMES[r]}: {tab[c]['pooled'][r]['coverage']:.3f} "
+                                       f"(lowest key {tab[c]['pooled'][r]['min']:.3f}): "
+                                       f"{'**confirmed**' if ok else 'NOT confirmed'}"
+                                       for c, (r, ok) in confirm.items()] + [""]
+    L += ["## Per key", ""]
+    for cls, t in tab.items():
+        L += [f"### {cls}: {LABEL[cls]} (today: {NAMES[t['today']]})", "",
+              "| key (truth; T_p, T_s) | " + " | ".join(f"{c} {NAMES[c]}" for c in cands) + " |",
+              "|---|" + "---|" * len(cands)]
+        for k, cells in t["reads"].items():
+            c = t["components"][k]
+            L.append(f"| {k} ({c['mu']:.4f}; {np.sqrt(c['t_p']):.4f}², {np.sqrt(max(c['t_s'], 0)):.4f}²) | "
+                     + " | ".join(f"{s['coverage']:.3f} / {s['mean_width']:.4f}" for s in cells.values()) + " |")
+        L.append("")
+    return "\n".join(L)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--subsets", type=int, default=None, help="the first that many coverage subsets")
+    ap.add_argument("--select", action="store_true")
+    ap.add_argument("--confirm", default="", help="class=rule,... (the selection's choices)")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    d = load(a.store, a.subsets)
+    tab = table(d)
+    chosen = {c: select(tab, c) for c in CLASSES} if a.select else None
+    conf = None
+    if a.confirm:
+        conf = {}
+        for item in a.confirm.split(","):
+            c, r = item.split("=")
+            conf[c] = (r, confirmed(tab, c, r))
+    text = markdown(tab, d, a.store, chosen, conf)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

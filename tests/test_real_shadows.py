@@ -1,0 +1,64 @@
+"""The real-shadow coverage analysis (bench/real_shadow_rules.py) where the truth is known:
+runs drawn 8 pairs at a time from finite pools of pair effects plus a samples' part, so a
+rule of the true width must come out at 0.95 and a wider or narrower one must not."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import real_shadow_rules as rsr  # noqa: E402
+
+KEY = "batchnorm_minus_none/auc_matched"
+
+
+def fake_study(seed: int, scale: float, t_p: float = 4e-4, t_s: float = 3e-4,
+               n_pairs: int = 128, subsets: int = 200, points: int = 600,
+               reweightings: int = 200) -> dict:
+    """load()'s dict for one pool: pair effects a_j ~ N(0, 8 t_p) (a run's mean of 8 has
+    variance t_p), samples' part s ~ N(0, t_s) per reweighting; every coverage subset's
+    recorded variances are the true ones x scale^2 (jacksum reads V_j + V_s)."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(0, np.sqrt(8 * t_p), n_pairs)
+    pick = [rng.choice(n_pairs, 8, replace=False) for _ in range(points + subsets)]
+    pts = np.array([a[p].mean() for p in pick]) + 0.61  # the samples fixed: no s in a point
+    cov = np.zeros((subsets, 5))
+    cov[:, 0] = pts[points:]
+    cov[:, 1] = cov[:, 4] = t_p * scale ** 2  # V_p, V_j
+    cov[:, 2] = t_s * scale ** 2              # V_s
+    cov[:, 3] = (t_p + t_s) * scale ** 2      # V_b
+    blocks_pairs = rng.permutation(n_pairs).reshape(-1, 8)
+    s = rng.normal(0, np.sqrt(t_s), reweightings)
+    blk = np.array([[a[b].mean() + 0.61, *(a[b].mean() + 0.61 + s)] for b in blocks_pairs])
+    return {"points": {KEY: pts}, "cov": {KEY: cov}, "blocks": {KEY: blk},
+            "n_pairs": n_pairs, "subsets": subsets}
+
+
+@pytest.mark.parametrize("scale, lo, hi", [(1.0, 0.935, 0.965), (1.35, 0.985, 1.0),
+                                           (0.75, 0.80, 0.88)])
+def test_coverage_of_a_rule_of_known_width(scale, lo, hi):
+    """jacksum with the true variance (scale 1) covers 0.95 averaged over 40 pools; 1.35x
+    too wide covers ~0.992, 0.75x too narrow ~0.85: the analysis can fail both ways."""
+    c = np.mean([rsr.coverage(fake_study(s, scale), KEY, "C8")["coverage"] for s in range(40)])
+    expect = 2 * stats.norm.cdf(1.96 * scale) - 1
+    assert lo <= c <= hi
+    assert abs(c - expect) < 0.012
+
+
+def test_components_recover_the_variance_parts():
+    """T_p (the subsets' variance x 128/120) and T_s (the blocks' shared reweightings) are
+    the simulated 4e-4 and 3e-4 within sampling error, averaged over pools."""
+    comps = [rsr.components(fake_study(s, 1.0), KEY) for s in range(40)]
+    assert np.mean([c["t_p"] for c in comps]) == pytest.approx(4e-4, rel=0.06)
+    assert np.mean([c["t_s"] for c in comps]) == pytest.approx(3e-4, rel=0.06)
+
+
+def test_pairs_only_rule_misses_the_samples_part():
+    """pairs_t reads V_p alone: with the samples carrying 3/7 of the variance it must
+    under-cover (t(7) x sqrt(4/7) = 1.79 SD: ~0.92), and the selection keeps it out of
+    every class but TPR."""
+    c = np.mean([rsr.coverage(fake_study(s, 1.0), KEY, "C6")["coverage"] for s in range(40)])
+    assert 0.90 <= c <= 0.94
+    assert "C6" in rsr.PAIRS_ONLY
