@@ -39,6 +39,17 @@ CLASSES = {  # class: (reads, today's rule, selected here (True) or a check only
     "F": (tuple(f"eq{k}_fz_{s}" for k in EQ for s in ("flipped", "ood")), "C8", False),
     "G": (tuple(f"eq{k}_tpr_low_all" for k in EQ), "C6", False),
 }
+
+
+def classes_for(plan: str) -> dict:
+    """CLASSES with the plan's "today": since the seed-25/26 outcome production's rule for
+    B is `both` (C0), which the real_ratio plan compares against; matched_rules keeps C8."""
+    out = dict(CLASSES)
+    if plan == "real_ratio":
+        out["B"] = (CLASSES["B"][0], "C0", True)
+    return out
+
+
 LABEL = {"A": "AUC at the common point", "B": "AUC over the overlap",
          "C": "memorization at matched utility or fit", "D": "TPR at 1e-3 at matched utility",
          "E": "AUC at equal budget", "F": "memorization at equal budget (check)",
@@ -74,9 +85,10 @@ def fine(s: dict, band=(0.935, 0.965)) -> bool:
             and s["miss_above"] <= 0.04)
 
 
-def select(tab: dict, cls: str, cands: tuple = CANDIDATES) -> tuple[str, str]:
-    """(the plan's choice for class `cls`, why)."""
-    reads, today, _ = CLASSES[cls]
+def select(tab: dict, cls: str, cands: tuple = CANDIDATES, classes: dict | None = None
+           ) -> tuple[str, str]:
+    """(the plan's choice for class `cls`, why); classes: classes_for(plan), CLASSES by default."""
+    reads, today, _ = (classes or CLASSES)[cls]
     ok = [c for c in cands if all(fine(tab[r][c]) for r in reads)]
     if ok:
         rel = {c: round(float(np.mean([tab[r][c]["mean_width"] / tab[r][today]["mean_width"]
@@ -93,12 +105,13 @@ def select(tab: dict, cls: str, cands: tuple = CANDIDATES) -> tuple[str, str]:
     return today, f"none qualifies; today's is as close as any ({dev[today]:.3f})"
 
 
-def markdown(tab: dict, store: Path, runs: int, chosen: dict | None = None) -> str:
+def markdown(tab: dict, store: Path, runs: int, chosen: dict | None = None,
+             classes: dict | None = None) -> str:
     truth, _, _ = load(store)
     cands = tuple(next(iter(tab.values())))
     L = [f"`{store}` ({runs} runs). Each cell: coverage [95 % Monte Carlo range] / mean width; "
          "misses below, above. Nominal 0.95, target 0.93-0.97.", ""]
-    for cls, (reads, today, selected) in CLASSES.items():
+    for cls, (reads, today, selected) in (classes or CLASSES).items():
         L += [f"### {cls}: {LABEL[cls]} (today: {NAMES[today]})", "",
               "| read (truth) | " + " | ".join(f"{c} {NAMES[c]}" for c in cands) + " |",
               "|---|" + "---|" * len(cands)]
@@ -138,19 +151,18 @@ def main() -> None:
     a = ap.parse_args()
     cands = PLANS[a.plan]
     every = a.plan == "real_ratio"  # that plan selects F and G too
-    if every:  # its "today" is production's since the seed-25/26 outcome: B takes both
-        CLASSES["B"] = (CLASSES["B"][0], "C0", True)
+    classes = classes_for(a.plan)
     tab, runs = table(a.store, cands)
-    chosen = ({cls: select(tab, cls, cands) for cls, (_, _, sel) in CLASSES.items()
+    chosen = ({cls: select(tab, cls, cands, classes) for cls, (_, _, sel) in classes.items()
                if sel or every} if a.select else None)
-    print(markdown(tab, a.store, runs, chosen))
+    print(markdown(tab, a.store, runs, chosen, classes))
     if a.confirm:
         rules = dict(x.split("=") for x in a.confirm.split(","))
         bad = [f"{c}={r}" for c, r in rules.items() if c not in CLASSES or r not in cands]
         if bad:
             raise SystemExit(f"--confirm: {', '.join(bad)}: classes are {', '.join(CLASSES)}, "
                              f"rules {', '.join(cands)}")
-        rules.update({cls: CLASSES[cls][1] for cls in CLASSES if cls not in rules})
+        rules.update({cls: classes[cls][1] for cls in classes if cls not in rules})
         for cls, (rule, ok, cov) in confirm(tab, rules).items():
             print(f"{cls} {LABEL[cls]}: {NAMES[rule]} covers "
                   + ", ".join(f"{c:.3f}" for c in cov) + (" (within 0.93-0.97)" if ok else
@@ -158,7 +170,7 @@ def main() -> None:
         for other in a.floor_stores:
             otab, _ = table(other, cands)
             for cls, rule in rules.items():
-                if rule == CLASSES[cls][1]:
+                if rule == classes[cls][1]:
                     continue  # today's rule: nothing to adopt
                 cov = [otab[r][rule]["coverage"] for r in CLASSES[cls][0]]
                 print(f"{other}: {cls} {NAMES[rule]} covers " + ", ".join(f"{c:.3f}" for c in cov)
