@@ -116,27 +116,76 @@ def components(d: dict, key: str) -> dict:
             "v_j": float(np.nanmean(r[:, 4])), "n_points": int(pts.size)}
 
 
-def coverage(d: dict, key: str, rule: str, comp: dict | None = None) -> dict:
-    """{coverage, mean_width, miss_below, miss_above, subsets} of one key under one rule
-    (module docstring); miss_below: the chance the interval lies wholly below the truth."""
+def per_subset(d: dict, key: str, rule: str, comp: dict | None = None, ts_scale: float = 1.0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(P(covered), P(wholly below the truth), half-width, the subsets read) of one key under
+    one rule (module docstring); ts_scale multiplies T_s (a sensitivity read)."""
     c = comp or components(d, key)
     r = d["cov"][key]
     h = half_width(r, rule)
     dev = (r[:, 0] - c["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - PAIRS))
     ok = np.isfinite(h) & np.isfinite(dev)
     h, dev = h[ok], dev[ok]
-    sd = np.sqrt(max(c["t_s"], 0.0))
+    sd = np.sqrt(max(c["t_s"] * ts_scale, 0.0))
     if sd > 0:
         above, below = stats.norm.cdf((h - dev) / sd), stats.norm.cdf((-h - dev) / sd)
     else:
         above, below = (dev <= h).astype(float), (dev < -h).astype(float)
     # e = dev + s: covered when -h <= e <= h; the interval (point - h, point + h) lies wholly
     # below the truth when e < -h (the point understates it) and above when e > h
-    return {"coverage": float((above - below).mean()) if ok.any() else np.nan,
-            "mean_width": float(2 * h.mean()) if ok.any() else np.nan,
-            "miss_below": float(below.mean()) if ok.any() else np.nan,
-            "miss_above": float((1 - above).mean()) if ok.any() else np.nan,
+    return above - below, below, h, ok
+
+
+def coverage(d: dict, key: str, rule: str, comp: dict | None = None, ts_scale: float = 1.0) -> dict:
+    """{coverage, mean_width, miss_below, miss_above, subsets} of one key under one rule
+    (module docstring); miss_below: the chance the interval lies wholly below the truth."""
+    p, below, h, ok = per_subset(d, key, rule, comp, ts_scale)
+    if not ok.any():
+        return {"coverage": np.nan, "mean_width": np.nan, "miss_below": np.nan,
+                "miss_above": np.nan, "subsets": 0}
+    return {"coverage": float(p.mean()), "mean_width": float(2 * h.mean()),
+            "miss_below": float(below.mean()), "miss_above": float((1 - p - below).mean()),
             "subsets": int(ok.sum())}
+
+
+def floor_split(d: dict, cls: str, rule: str) -> dict:
+    """After review (not in the plan): twoway's variance is floored at V_p where
+    2 (V_p + V_s) - V_b < V_p; {share: of the class's (key, subset) records where the floor
+    binds, bound / free: the coverage over those records and over the rest}."""
+    bound, free = [], []
+    for k in class_keys(d, cls):
+        r = d["cov"][k]
+        p, _, _, ok = per_subset(d, k, rule)
+        binds = (2 * (r[:, 1] + r[:, 2]) - r[:, 3] < r[:, 1])[ok]
+        bound.append(p[binds])
+        free.append(p[~binds])
+    b, f = np.concatenate(bound), np.concatenate(free)
+    return {"share": b.size / (b.size + f.size), "bound": float(b.mean()) if b.size else np.nan,
+            "free": float(f.mean()) if f.size else np.nan}
+
+
+def sensitivity(d: dict, cls: str, rule: str, ts_scale: float) -> dict:
+    """After review: the class's pooled coverage (and lowest key) with T_s x ts_scale."""
+    covs = [coverage(d, k, rule, ts_scale=ts_scale)["coverage"] for k in class_keys(d, cls)]
+    return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs))}
+
+
+def cross(da: dict, db: dict, cls: str) -> float:
+    """After review: mean over the class's keys of z^2 = (mu_A - mu_B)^2 / (T_s,A + T_s,B +
+    (T_p,A + T_p,B) / 16): two pools' truths differ by their samples' part and their 128
+    pairs' offset (T_p x 8/128 each); 1 expected where T_s is right, below 1 where it is too
+    large, above where too small (a check of the bootstrap's T_s by retrained models)."""
+    z2 = []
+    for k in class_keys(da, cls):
+        a, b = components(da, k), components(db, k)
+        z2.append((a["mu"] - b["mu"]) ** 2
+                  / (a["t_s"] + b["t_s"] + (a["t_p"] + b["t_p"]) * PAIRS / da["n_pairs"]))
+    return float(np.nanmean(z2))
+
+
+def class_keys(d: dict, cls: str) -> list[str]:
+    """The class's keys (comparison/read) present in the store."""
+    return [f"{c}/{r}" for c in COMPARISONS for r in CLASSES[cls][0] if f"{c}/{r}" in d["cov"]]
 
 
 def table(d: dict, cands: tuple = CANDIDATES) -> dict:
@@ -145,7 +194,7 @@ def table(d: dict, cands: tuple = CANDIDATES) -> dict:
     comparisons (width_ratio: mean width over today's rule's, averaged the same way)."""
     out = {}
     for cls, (reads, today) in CLASSES.items():
-        keys = [f"{c}/{r}" for c in COMPARISONS for r in reads if f"{c}/{r}" in d["cov"]]
+        keys = class_keys(d, cls)
         comps = {k: components(d, k) for k in keys}
         cells = {k: {rule: coverage(d, k, rule, comps[k]) for rule in cands} for k in keys}
         pooled = {}
@@ -156,6 +205,23 @@ def table(d: dict, cands: tuple = CANDIDATES) -> dict:
                             "min": float(np.nanmin(covs)), "max": float(np.nanmax(covs)),
                             "width_ratio": float(np.nanmean(ratio))}
         out[cls] = {"reads": cells, "components": comps, "pooled": pooled, "today": today}
+    return out
+
+
+def summary(tab: dict, d: dict) -> dict:
+    """{class: {coverage (today's pooled), word, ts_tp (mean over keys of T_s / T_p), vs_vp
+    (of the procedure's mean V_s / V_p), width_calibrated (today's mean half-width over
+    1.96 sqrt(T_p + T_s), mean over keys)}}: the figures README quotes."""
+    out = {}
+    for cls, t in tab.items():
+        comps, today = t["components"], t["today"]
+        cov = t["pooled"][today]["coverage"]
+        out[cls] = {"coverage": cov, "word": word(cov),
+                    "ts_tp": float(np.nanmean([c["t_s"] / c["t_p"] for c in comps.values()])),
+                    "vs_vp": float(np.nanmean([c["v_s"] / c["v_p"] for c in comps.values()])),
+                    "width_calibrated": float(np.nanmean(
+                        [np.nanmean(half_width(d["cov"][k], today)) / (Z * np.sqrt(c["t_p"] + c["t_s"]))
+                         for k, c in comps.items()]))}
     return out
 
 
@@ -185,8 +251,32 @@ def confirmed(tab: dict, cls: str, rule: str) -> bool:
     return 0.93 <= p["coverage"] <= 0.97 and p["min"] >= 0.92
 
 
+def review_section(d: dict, rules: dict, other: dict | None = None) -> list[str]:
+    """The checks added after the hostile review of pool A (not in the plan): for today's
+    rule and each `rules` entry ({class: rule}), coverage where twoway's floor binds and where
+    it does not, and pooled coverage (lowest key) with T_s x 1.5 and x 2; with `other` (the
+    other pool's load()), the cross-pool z^2 per class (cross)."""
+    L = ["## After review (not in the plan)", "",
+         "| class | rule | floor binds (share) | coverage where it binds / not | T_s x 1.5 | T_s x 2 |",
+         "|---|---|---|---|---|---|"]
+    for cls in CLASSES:
+        for rule in dict.fromkeys([CLASSES[cls][1], rules.get(cls, CLASSES[cls][1])]):
+            f = floor_split(d, cls, rule)
+            s15, s2 = sensitivity(d, cls, rule, 1.5), sensitivity(d, cls, rule, 2.0)
+            L.append(f"| {cls} | {NAMES[rule]} | {f['share']:.2f} | {f['bound']:.3f} / {f['free']:.3f} | "
+                     f"{s15['coverage']:.3f} ({s15['min']:.3f}) | {s2['coverage']:.3f} ({s2['min']:.3f}) |")
+    L += ["", "Floor: twoway's 2 (V_p + V_s) - V_b below V_p (its variance is then V_p; the "
+          "share is the same for every rule, the split only matters for twoway / twoway_t).", ""]
+    if other is not None:
+        L += ["Cross-pool check of T_s by retrained models: mean z^2 over each class's keys of "
+              "(truth A - truth B)^2 / (T_s,A + T_s,B + (T_p,A + T_p,B) / 16); 1 where T_s is "
+              "right, below 1 where it is too large: "
+              + ", ".join(f"{cls} {cross(d, other, cls):.2f}" for cls in CLASSES) + ".", ""]
+    return L
+
+
 def markdown(tab: dict, d: dict, store: Path, chosen: dict | None = None,
-             confirm: dict | None = None) -> str:
+             confirm: dict | None = None, review: list[str] | None = None) -> str:
     cands = tuple(next(iter(tab.values()))["pooled"])
     L = [f"`{store}`: {d['subsets']} coverage subsets of 8 pairs from a pool of {d['n_pairs']} "
          "real shadow pairs per arm. Coverage of a fresh run's truth (bench/real_shadow_rules.py: "
@@ -195,15 +285,12 @@ def markdown(tab: dict, d: dict, store: Path, chosen: dict | None = None,
          "## Pooled per class", "",
          "| class | today | " + " | ".join(f"{c} {NAMES[c]}" for c in cands) + " | T_s / T_p | V_s / V_p | today's width / calibrated |",
          "|---|---|" + "---|" * (len(cands) + 3)]
+    summ = summary(tab, d)
     for cls, t in tab.items():
-        comps = t["components"].values()
-        ts_tp = np.nanmean([c["t_s"] / c["t_p"] for c in comps])
-        vs_vp = np.nanmean([c["v_s"] / c["v_p"] for c in comps])
         today = t["today"]
+        ts_tp, vs_vp, ratio = (summ[cls][k] for k in ("ts_tp", "vs_vp", "width_calibrated"))
         cells = [f"{p['coverage']:.3f} ({p['min']:.3f}-{p['max']:.3f}) / {p['width_ratio']:.3f}"
                  for p in t["pooled"].values()]
-        ratio = np.nanmean([np.nanmean(half_width(d["cov"][k], today))
-                            / (Z * np.sqrt(c["t_p"] + c["t_s"])) for k, c in t["components"].items()])
         L.append(f"| {cls}: {LABEL[cls]} | {NAMES[today]}: **{word(t['pooled'][today]['coverage'])}** | "
                  + " | ".join(cells) + f" | {ts_tp:.2f} | {vs_vp:.2f} | {ratio:.2f} |")
     L += ["", "Cell: pooled coverage (lowest-highest key) / mean width relative to today's rule. "
@@ -217,6 +304,7 @@ def markdown(tab: dict, d: dict, store: Path, chosen: dict | None = None,
                                        f"(lowest key {tab[c]['pooled'][r]['min']:.3f}): "
                                        f"{'**confirmed**' if ok else 'NOT confirmed'}"
                                        for c, (r, ok) in confirm.items()] + [""]
+    L += review or []
     L += ["## Per key", ""]
     for cls, t in tab.items():
         L += [f"### {cls}: {LABEL[cls]} (today: {NAMES[t['today']]})", "",
@@ -237,6 +325,9 @@ def main() -> None:
     ap.add_argument("--select", action="store_true")
     ap.add_argument("--confirm", default="", help="class=rule,... (the selection's choices)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--review", action="store_true",
+                    help="add the checks made after the review (not in the plan)")
+    ap.add_argument("--cross", type=Path, help="the other pool's store, for the cross-pool check")
     a = ap.parse_args()
     d = load(a.store, a.subsets)
     tab = table(d)
@@ -247,7 +338,11 @@ def main() -> None:
         for item in a.confirm.split(","):
             c, r = item.split("=")
             conf[c] = (r, confirmed(tab, c, r))
-    text = markdown(tab, d, a.store, chosen, conf)
+    review = None
+    if a.review:
+        rules = {c: r for c, (r, _) in (chosen or {}).items()} | {c: r for c, (r, _) in (conf or {}).items()}
+        review = review_section(d, rules, load(a.cross, a.subsets) if a.cross else None)
+    text = markdown(tab, d, a.store, chosen, conf, review)
     if a.out:
         a.out.write_text(text + "\n")
     print(text)
