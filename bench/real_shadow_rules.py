@@ -225,6 +225,14 @@ def summary(tab: dict, d: dict) -> dict:
     return out
 
 
+def readme_rows(sa: dict, sb: dict) -> list[str]:
+    """README's table rows (pool A / pool B) from two summary() dicts."""
+    return [f"| {cls}: {LABEL[cls]} | {NAMES[CLASSES[cls][1]]} | {sa[cls]['coverage']:.3f} / "
+            f"{sb[cls]['coverage']:.3f} | {sa[cls]['width_calibrated']:.2f} / "
+            f"{sb[cls]['width_calibrated']:.2f} | {sa[cls]['ts_tp']:.2f} / {sb[cls]['ts_tp']:.2f} | "
+            f"{sa[cls]['vs_vp']:.2f} / {sb[cls]['vs_vp']:.2f} |" for cls in CLASSES]
+
+
 def word(c: float) -> str:
     """The plan's verdict word for a class's pooled coverage."""
     return "calibrated" if 0.93 <= c <= 0.97 else "conservative" if c > 0.97 else "anti-conservative"

@@ -62,3 +62,37 @@ def test_pairs_only_rule_misses_the_samples_part():
     c = np.mean([rsr.coverage(fake_study(s, 1.0), KEY, "C6")["coverage"] for s in range(40)])
     assert 0.90 <= c <= 0.94
     assert "C6" in rsr.PAIRS_ONLY
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_quotes_the_real_shadow_outcome():
+    """README's table and figures of the real-shadow study, recomputed from the two committed
+    stores (200 coverage subsets each) by the study's analysis; nothing adopted."""
+    from bnmem.attack.intervals import MIXED_RULES
+    da = rsr.load(ROOT / "results/real_shadows_seed0.jsonl", 200)
+    db = rsr.load(ROOT / "results/real_shadows_seed1.jsonl", 200)
+    ta, tb = rsr.table(da), rsr.table(db)
+    readme = (ROOT / "README.md").read_text()
+    flat = " ".join(readme.split())
+    for row in rsr.readme_rows(rsr.summary(ta, da), rsr.summary(tb, db)):
+        assert row in readme, row
+    picked = {c: rsr.select(ta, c)[0] for c in rsr.CLASSES}
+    assert {c: r for c, r in picked.items() if r != rsr.CLASSES[c][1]} == {
+        "A": "C1", "C": "C1t", "F": "C1t"}
+    sel = [ta[c]["pooled"][picked[c]]["coverage"] for c in "ACF"]
+    assert (f"twoway for AUC at the common point ({sel[0]:.3f}" in flat
+            and f"memorization at matched reads ({sel[1]:.3f}" in flat
+            and f"at equal budgets ({sel[2]:.3f}" in flat)
+    bound = [rsr.floor_split(da, c, picked[c])["bound"] for c in "ACF"]
+    assert "cover only {:.3f} / {:.3f} / {:.3f}".format(*bound) in flat
+    low = min(ta["C"]["reads"][k]["C8"]["coverage"] for k in ta["C"]["reads"])
+    assert f"today's jacksum covers one read {low:.3f} on pool A" in flat
+    conf = [tb[c]["pooled"][picked[c]]["coverage"] for c in "ACF"]
+    assert "on pool B they cover {:.3f} / {:.3f} / {:.3f}".format(*conf) in flat
+    z2 = [rsr.cross(da, db, c) for c in rsr.CLASSES]
+    assert f"differ by {min(z2):.2f}-{max(z2):.2f} of what T_s allows" in flat
+    # nothing adopted (the plan's addendum): `mixed` keeps its rules
+    assert MIXED_RULES[("auc", "common")] == "jacksum"
+    assert {MIXED_RULES[("mem", r)] for r in ("equal", "common", "overlap")} == {"jacksum"}
