@@ -25,8 +25,8 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from matched_rules import DESIGNS as N_DESIGNS, NAMES, PLANS  # noqa: E402  (bench/matched_rules.py)
-from tpr_rules import Z, variance  # noqa: E402
+from matched_rules import DESIGNS as N_DESIGNS, NAMES, PLANS, interval  # noqa: E402  (bench/matched_rules.py)
+from tpr_rules import Z  # noqa: E402
 
 CANDIDATES = PLANS["real_ratio"]  # C0 both, C1 twoway, C3 sum, C6 pairs_t, C8 jacksum, CJ, CJt, C1t
 PAIRS = 8
@@ -51,13 +51,10 @@ PAIRS_ONLY = ("C6", "CJ", "CJt")
 
 
 def half_width(r: np.ndarray, rule: str) -> np.ndarray:
-    """Half-width per subset of records [point, V_p, V_s, V_b, V_j] under a candidate."""
-    t = stats.t.ppf(0.975, PAIRS - 1)
-    v = {"C6": r[:, 1], "CJ": r[:, 4], "CJt": r[:, 4],
-         "C1t": variance(r, "C1")}.get(rule)
-    if v is None:
-        v = variance(r, rule)
-    return (t if rule in ("C6", "CJt", "C1t") else Z) * np.sqrt(v)
+    """Half-width per subset of records [point, V_p, V_s, V_b, V_j] under a candidate
+    (bench/matched_rules.py's interval: every candidate here is symmetric about the point)."""
+    lo, hi = interval(r, rule, PAIRS)
+    return (hi - lo) / 2
 
 
 def load(store: Path, subsets: int | None = None) -> dict:
