@@ -160,6 +160,30 @@ def _coverage(args: tuple) -> dict:
     return out
 
 
+def _halves(args: tuple) -> dict:
+    """A coverage subset's "halves" rows only (bench/results/real_shadows_halves_plan.md):
+    the same pairs as the main store's subset `unit`, `draws` // 2 shared sample reweightings
+    of its own, each with the two halves of the pairs (bnmem.attack.resample.halves_rows);
+    and the pairs' jackknife (P rows, at the production's level); {comparison/read: [point,
+    the halves' covariance, V_jackknife]} (point and V_jackknife equal the main store's
+    record's where it has one: a check that the pairs are the same)."""
+    seed, unit, n_pairs, draws, _ = args
+    kind = _DATA["kind"]
+    pairs = subset_pairs(seed, unit, n_pairs)
+    counts, weights, seg = draw_designs(kind, PAIRS, draws, np.random.default_rng([seed, 0x4A1F, unit]),
+                                        ("jackknife", "halves"))
+    levels = [(tuple(seg["jackknife"]), design_levels()["jackknife"])]
+    vals = rows(pairs, counts, weights, levels)
+    plan = IntervalPlan("both", PAIRS, seg)
+    out = {"pairs": pairs.tolist()}
+    for cmp, v in vals.items():
+        for j, name in enumerate(names(len(BUDGETS) + 1)):
+            var = plan.variances(v[:, j])
+            out[f"{cmp}/{name}"] = [float(v[0, j]), *(np.nan if var[d] is None else var[d]
+                                                       for d in ("halves", "jackknife"))]
+    return out
+
+
 def _block(args: tuple) -> dict:
     """A partition block: {comparison/read: [point, then one value per shared reweighting]}."""
     seed, block, n_pairs, sample_draws, _ = args
@@ -175,7 +199,7 @@ def _block(args: tuple) -> dict:
 
 
 def _unit(args: tuple):
-    return _block(args[1:]) if args[0] == "block" else _coverage(args[1:])
+    return {"block": _block, "subset": _coverage, "halves": _halves}[args[0]](args[1:])
 
 
 def main() -> None:
@@ -189,19 +213,31 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", type=Path, required=True)
     ap.add_argument("--time-one", action="store_true", help="time one coverage subset and stop")
+    ap.add_argument("--halves", action="store_true",
+                    help="only the halves rows of the first --subsets coverage subsets (a store "
+                         "of its own beside the main one: real_shadows_halves_plan.md)")
     a = ap.parse_args()
     t0 = time.time()
     _DATA.update(load(a.pool_dir))
     n_pairs = _DATA["arms"]["none"][-1]["keep"].shape[0] // 2
     if a.time_one:
         t1 = time.time()
-        _coverage((a.seed, 0, n_pairs, a.draws, ""))
+        (_halves if a.halves else _coverage)((a.seed, 0, n_pairs, a.draws, ""))
         print(f"one coverage subset: {time.time() - t1:.1f} s (load {t1 - t0:.1f} s)")
         t1 = time.time()
         _point((a.seed, 0, n_pairs, ""))
         print(f"one point subset: {time.time() - t1:.1f} s")
         return
     fp = fingerprint(a.pool_dir)
+    if a.halves:  # the halves rows of the coverage subsets, by the main store's unit numbers
+        run_args = [("halves", a.seed, u, n_pairs, a.draws, fp) for u in range(a.subsets)]
+        _, done = simulate_all(_point, [], _unit, run_args, a.workers, a.store)
+        meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
+                "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv),
+                "units": len(done), "variant": VARIANT, "halves": True}
+        a.store.with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        print(json.dumps(meta, indent=2))
+        return
     truth_args = [(a.seed, 10_000 + u, n_pairs, fp) for u in range(a.points)]
     # the partition blocks first: T_s is needed whatever number of subsets finishes
     run_args = ([("block", a.seed, b, n_pairs, a.sample_draws, fp) for b in range(n_pairs // PAIRS)]

@@ -85,6 +85,8 @@ class IntervalPlan:
                 var[name] = None
             elif name == "jackknife":  # (P-1)/P sum (x - mean)^2 over the P leave-one-out rows
                 var[name] = (ok.size - 1) / ok.size * float(((ok - ok.mean()) ** 2).sum())
+            elif name == "halves":  # covariance of the two halves' rows over shared reweightings
+                var[name] = halves_covariance(seg, min_share)
             else:
                 shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
                 var[name] = float(ok.var(ddof=1)) * shrink
@@ -133,6 +135,23 @@ class IntervalPlan:
             z = float(stdtrit(self.n_units - 1, 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
+
+
+def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
+    """The samples' part of a figure's variance from the "halves" design's rows
+    (bnmem.attack.resample.halves_rows: rows 2k and 2k + 1 are the figure on two disjoint
+    halves of the pairs under one shared sample reweighting): the covariance (ddof 1) over k
+    of the two rows. Under a figure = mean over pairs and samples of a + b + ab, the two
+    halves share b's draw but no pair, so the covariance estimates Var(b-part) alone, the
+    term the samples-only bootstrap's V_s counts together with the interaction's; it can be
+    negative (noise). None when fewer than `min_share` of the twos have both rows finite."""
+    rows = np.asarray(rows, dtype=np.float64)
+    x, y = rows[0:len(rows) - 1:2], rows[1::2]
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < max(3, min_share * x.size):
+        return None
+    x, y = x[ok], y[ok]
+    return float(((x - x.mean()) * (y - y.mean())).sum() / (x.size - 1))
 
 
 # `mixed`'s rule per (figure family, read). Reads: "one" (one arm's figure, or a

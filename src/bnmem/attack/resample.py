@@ -43,13 +43,18 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
     """(pair counts [R, P], sample weights [R, N], {design: (start, stop)}): row 0 is all
     ones (no resampling), then the rows of each design in `names`: `n_boot` with pairs
     drawn and samples fixed ("pairs"), samples drawn and pairs fixed ("samples"), or both
-    together ("both"); P for the jackknife (each pair left out once, samples fixed)."""
+    together ("both"); P for the jackknife (each pair left out once, samples fixed); for
+    "halves", 2 (n_boot // 2) rows in twos that share one stratified sample reweighting,
+    the first on a random half of the pairs and the second on the other half (each half's
+    pairs weighted to P in all: `halves_rows`)."""
     counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
     ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
     for design in names:
         if design == "jackknife":
             c = np.ones((n_pairs, n_pairs), np.int64) - np.eye(n_pairs, dtype=np.int64)
             w = np.ones((n_pairs, kind.size))
+        elif design == "halves":
+            c, w = halves_rows(kind, n_pairs, n_boot // 2, rng)
         else:
             c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
                  if design != "samples" else ones_c)
@@ -59,6 +64,29 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
         counts.append(c)
         weights.append(w)
     return np.vstack(counts), np.vstack(weights), segments
+
+
+def halves_rows(kind: np.ndarray, n_pairs: int, n_shared: int, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(pair counts [2 n_shared, P], sample weights [2 n_shared, N]) of the "halves" design:
+    per shared reweighting k, the pairs split at random into halves of P // 2 and P - P // 2;
+    row 2k counts the first half's pairs, row 2k + 1 the second's, each half's counts adding
+    to P (P // m per pair of a half of m, the remainder one each to its first pairs in the
+    random order), both rows with reweighting k. The two rows' figures share the samples but
+    no model, so their covariance over k estimates the samples' part of a figure's variance
+    without the model-by-sample interaction (IntervalPlan.variances); a half of one pair has
+    no leave-one-pair-out shadows, so P < 4 gives rows without figures."""
+    counts = np.zeros((2 * n_shared, n_pairs), np.int64)
+    half = n_pairs // 2
+    for k in range(n_shared):
+        order = rng.permutation(n_pairs)
+        for j, part in enumerate((order[:half], order[half:])):
+            m = max(part.size, 1)
+            c = np.full(part.size, n_pairs // m, np.int64)
+            c[: n_pairs - c.sum()] += 1
+            counts[2 * k + j, part] = c
+    w = bootstrap_weights(kind, n_shared, rng)
+    return counts, np.repeat(w, 2, axis=0)
 
 
 def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
