@@ -137,21 +137,43 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
+HALVES_SPLITS = 5  # random splits of the pairs per "halves" segment, each for a run of reweightings
+
+
+def halves_groups(n_shared: int) -> list[np.ndarray]:
+    """The "halves" design's shared reweightings 0 .. n_shared - 1 in consecutive groups, one
+    random split of the pairs each: HALVES_SPLITS groups (fewer where n_shared < 2 x that,
+    so every group has two or more)."""
+    splits = max(1, min(HALVES_SPLITS, n_shared // 2))
+    return [g for g in np.array_split(np.arange(n_shared), splits) if g.size]
+
+
 def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
     """The samples' part of a figure's variance from the "halves" design's rows
     (bnmem.attack.resample.halves_rows: rows 2k and 2k + 1 are the figure on two disjoint
-    halves of the pairs under one shared sample reweighting): the covariance (ddof 1) over k
-    of the two rows. Under a figure = mean over pairs and samples of a + b + ab, the two
-    halves share b's draw but no pair, so the covariance estimates Var(b-part) alone, the
-    term the samples-only bootstrap's V_s counts together with the interaction's; it can be
-    negative (noise). None when fewer than `min_share` of the twos have both rows finite."""
+    halves of the pairs under one shared sample reweighting, one split per group of k,
+    halves_groups): the covariance of the two rows over k, pooled within the groups
+    (sum of cross-products about each group's means over sum of (group size - 1)). Under a
+    figure = mean over pairs and samples of a + b + ab, the two halves share b's draw but no
+    pair, so it estimates Var(b-part) alone, the term the samples-only bootstrap's V_s
+    counts together with the interaction's; within a group the halves' pairs are fixed, so
+    a's part is constant there (across splits it is not: a covariance over every k would
+    carry minus the halves' between-split variance). It can be negative (noise). None when
+    fewer than `min_share` of the twos have both rows finite."""
     rows = np.asarray(rows, dtype=np.float64)
     x, y = rows[0:len(rows) - 1:2], rows[1::2]
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < max(3, min_share * x.size):
         return None
-    x, y = x[ok], y[ok]
-    return float(((x - x.mean()) * (y - y.mean())).sum() / (x.size - 1))
+    num, df = 0.0, 0
+    for g in halves_groups(x.size):
+        g = g[ok[g]]
+        if g.size < 2:
+            continue
+        xg, yg = x[g], y[g]
+        num += float(((xg - xg.mean()) * (yg - yg.mean())).sum())
+        df += g.size - 1
+    return num / df if df else None
 
 
 # `mixed`'s rule per (figure family, read). Reads: "one" (one arm's figure, or a

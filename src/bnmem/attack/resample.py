@@ -22,7 +22,7 @@ import numpy as np
 
 from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
-from bnmem.attack.intervals import IntervalPlan, designs
+from bnmem.attack.intervals import IntervalPlan, designs, halves_groups
 from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
@@ -69,22 +69,24 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
 def halves_rows(kind: np.ndarray, n_pairs: int, n_shared: int, rng: np.random.Generator
                 ) -> tuple[np.ndarray, np.ndarray]:
     """(pair counts [2 n_shared, P], sample weights [2 n_shared, N]) of the "halves" design:
-    per shared reweighting k, the pairs split at random into halves of P // 2 and P - P // 2;
-    row 2k counts the first half's pairs, row 2k + 1 the second's, each half's counts adding
-    to P (P // m per pair of a half of m, the remainder one each to its first pairs in the
-    random order), both rows with reweighting k. The two rows' figures share the samples but
-    no model, so their covariance over k estimates the samples' part of a figure's variance
-    without the model-by-sample interaction (IntervalPlan.variances); a half of one pair has
-    no leave-one-pair-out shadows, so P < 4 gives rows without figures."""
+    the pairs split at random into halves of P // 2 and P - P // 2, a split per group of
+    reweightings (bnmem.attack.intervals.halves_groups); per shared reweighting k, row 2k
+    counts its group's first half, row 2k + 1 the second, each half's counts adding to P
+    (P // m per pair of a half of m, the remainder one each to its first pairs in the random
+    order), both rows with reweighting k. The two rows' figures share the samples but no
+    model, so their covariance over k within a split estimates the samples' part of a
+    figure's variance without the model-by-sample interaction (halves_covariance); within a
+    split the halves' pairs are fixed, so the pairs' own effects add nothing to it. A half of
+    one pair has no leave-one-pair-out shadows: P < 4 gives rows without figures."""
     counts = np.zeros((2 * n_shared, n_pairs), np.int64)
     half = n_pairs // 2
-    for k in range(n_shared):
+    for group in halves_groups(n_shared):
         order = rng.permutation(n_pairs)
         for j, part in enumerate((order[:half], order[half:])):
             m = max(part.size, 1)
             c = np.full(part.size, n_pairs // m, np.int64)
             c[: n_pairs - c.sum()] += 1
-            counts[2 * k + j, part] = c
+            counts[np.ix_(2 * group + j, part)] = c
     w = bootstrap_weights(kind, n_shared, rng)
     return counts, np.repeat(w, 2, axis=0)
 

@@ -1,0 +1,92 @@
+"""The "halves" design (bnmem.attack.resample.halves_rows) and its covariance
+(bnmem.attack.intervals.halves_covariance) where the truth is known: a figure that is the
+weighted mean over pairs and samples of a + b + ab, so the samples' part of its variance
+(b's alone) and the interaction's are known exactly."""
+import numpy as np
+import pytest
+
+from bnmem.attack.intervals import IntervalPlan, halves_covariance, halves_groups
+from bnmem.attack.resample import draw_designs, halves_rows
+
+
+def test_halves_rows_split_the_pairs_and_share_the_reweighting():
+    kind = np.repeat([0, 1, 2], [50, 20, 10])
+    rng = np.random.default_rng(0)
+    for p in (4, 5, 8, 9):
+        c, w = halves_rows(kind, p, 30, rng)
+        assert c.shape == (60, p) and w.shape == (60, kind.size)
+        a, b = c[0::2], c[1::2]
+        assert not ((a > 0) & (b > 0)).any()            # no pair in both halves
+        assert ((a > 0) | (b > 0)).all()                # every pair in one
+        assert (a.sum(1) == p).all() and (b.sum(1) == p).all()
+        assert ((a > 0).sum(1) == p // 2).all()
+        assert np.array_equal(w[0::2], w[1::2])         # one reweighting per two rows
+        assert not np.array_equal(w[0], w[2])
+        for k in np.unique(kind):                       # stratified: every kind keeps its size
+            assert (w[:, kind == k].sum(1) == (kind == k).sum()).all()
+        groups = halves_groups(30)
+        assert [g.size for g in groups] == [6] * 5
+        for g in groups:                                # one split per group ...
+            assert len({tuple(r) for r in (a[g] > 0)}) == 1
+        assert len({tuple(a[g[0]] > 0) for g in groups}) > 1   # ... drawn anew per group
+
+
+def test_draw_designs_lays_out_the_halves_segment_after_the_others():
+    kind = np.zeros(40, int)
+    counts, weights, seg = draw_designs(kind, 8, 20, np.random.default_rng(1),
+                                        ("jackknife", "samples", "halves"))
+    assert seg == {"jackknife": (1, 9), "samples": (9, 29), "halves": (29, 49)}
+    assert counts.shape == (49, 8) and weights.shape == (49, 40)
+    # drawing the halves last leaves the other designs' rows as they were without it
+    c0, w0, _ = draw_designs(kind, 8, 20, np.random.default_rng(1), ("jackknife", "samples"))
+    assert np.array_equal(counts[:29], c0) and np.array_equal(weights[:29], w0)
+
+
+def _figure(x: np.ndarray, counts: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted mean of x [P, N] per row of (pair counts, sample weights)."""
+    return np.einsum("rp,pn,rn->r", counts, x, weights) / (counts.sum(1) * weights.sum(1))
+
+
+@pytest.mark.parametrize("sd_b,sd_ab", [(0.0, 3.0), (1.0, 3.0), (1.0, 0.0)])
+def test_halves_covariance_estimates_the_samples_part_alone(sd_b, sd_ab):
+    """Over 300 data sets of P = 8 pairs x N = 200 samples: the mean halves covariance is
+    Var(b)/N within 4 Monte Carlo SEs (0 where b = 0, however large the interaction), while
+    the samples-only bootstrap's V_s counts the interaction too (it fails the same null)."""
+    p, n, kind = 8, 200, np.zeros(200, int)
+    rng = np.random.default_rng(7)
+    cov, v_s = [], []
+    for _ in range(300):
+        x = (rng.normal(0, 1, (p, 1)) + rng.normal(0, sd_b, (1, n))
+             + rng.normal(0, sd_ab, (p, n)))
+        counts, weights, seg = draw_designs(kind, p, 100, rng, ("samples", "halves"))
+        var = IntervalPlan("both", p, seg).variances(_figure(x, counts, weights))
+        cov.append(var["halves"])
+        v_s.append(var["samples"])
+    cov, v_s = np.array(cov), np.array(v_s)
+    want = sd_b ** 2 / n * (n - 1) / n       # the bootstrap's variance of a mean of b
+    se = cov.std(ddof=1) / np.sqrt(cov.size)
+    assert abs(cov.mean() - want) < 4 * se + 1e-12
+    inter = sd_ab ** 2 / (p * n)
+    if inter > 0:  # V_s holds b's part and the interaction's: far from the halves' figure
+        assert v_s.mean() > want + 0.5 * inter
+        assert abs(v_s.mean() - want) > 10 * se
+
+
+def test_halves_covariance_pools_within_splits_and_needs_enough_finite_twos():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=40)
+    x, y = rows[0::2], rows[1::2]
+    want = sum(((x[g] - x[g].mean()) * (y[g] - y[g].mean())).sum() for g in halves_groups(20)) / 15
+    assert halves_covariance(rows) == pytest.approx(want)
+    # a shift per split (the halves' pairs change between splits) does not move it
+    shift = np.repeat(rng.normal(0, 5, 5), 4)
+    moved = rows.copy()
+    moved[0::2] += shift
+    moved[1::2] -= shift
+    assert halves_covariance(moved) == pytest.approx(want)
+    assert halves_groups(4) == [pytest.approx(np.array([0, 1])), pytest.approx(np.array([2, 3]))]
+    rows[[0, 2, 4, 6, 8]] = np.nan                      # 5 of 20 twos lost: below 80 %
+    assert halves_covariance(rows) is None
+    assert halves_covariance(rows, min_share=0.5) is not None
+    # a half of one pair has no leave-one-pair-out shadows: P < 4 gives no figure at all
+    assert halves_covariance(np.full(10, np.nan)) is None
