@@ -2,11 +2,19 @@
 (bnmem.attack.intervals.halves_covariance) where the truth is known: a figure that is the
 weighted mean over pairs and samples of a + b + ab, so the samples' part of its variance
 (b's alone) and the interaction's are known exactly."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+from scipy import stats
 
 from bnmem.attack.intervals import IntervalPlan, halves_covariance, halves_groups
 from bnmem.attack.resample import draw_designs, halves_rows
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import real_shadow_halves as rsh  # noqa: E402  (bench/real_shadow_halves.py)
+from test_real_shadows import KEY, fake_study  # noqa: E402
 
 
 def test_halves_rows_split_the_pairs_and_share_the_reweighting():
@@ -90,3 +98,59 @@ def test_halves_covariance_pools_within_splits_and_needs_enough_finite_twos():
     assert halves_covariance(rows, min_share=0.5) is not None
     # a half of one pair has no leave-one-pair-out shadows: P < 4 gives no figure at all
     assert halves_covariance(np.full(10, np.nan)) is None
+
+
+# --- the real-shadow analysis of the halves' rules (bench/real_shadow_halves.py) ---------
+
+
+
+def fake_halves(seed: int, v_h_scale: float, v_h_sd: float = 0.0) -> dict:
+    """fake_study's pool with halves records [point, V_h, V_j]: V_j the true T_p, V_h the
+    true T_s x v_h_scale plus N(0, v_h_sd) noise (negative draws make the floor bind)."""
+    d = fake_study(seed, 1.0)
+    rng = np.random.default_rng([seed, 1])
+    r = d["cov"][KEY]
+    vh = r[:, 2] * v_h_scale + rng.normal(0, v_h_sd, len(r))
+    d["hcov"] = {KEY: np.column_stack([r[:, 0], vh, r[:, 4]])}
+    d["has_cov"] = True
+    return d
+
+
+@pytest.mark.parametrize("v_h_scale, lo, hi", [(1.0, 0.935, 0.965), (0.0, 0.86, 0.92),
+                                               (4.0, 0.985, 1.0)])
+def test_jackhalves_covers_by_its_samples_part(v_h_scale, lo, hi):
+    """V_j + V_h with the true parts covers 0.95 over 40 pools; with V_h = 0 (the samples'
+    3/7 of the variance dropped) it under-covers, with 4x V_h it over-covers."""
+    covs = []
+    for s in range(40):
+        d = fake_halves(s, v_h_scale)
+        comp = rsh.components(d, KEY)
+        p, _, _, _ = rsh.per_subset(d, KEY, "H", comp)
+        covs.append(p.mean())
+    assert lo <= np.mean(covs) <= hi
+
+
+def test_jackhalves_floor_and_quantiles():
+    r = np.array([[0.0, -1.0, 4.0], [0.0, 5.0, 4.0]])
+    assert np.allclose(rsh.variance(r), [4.0, 9.0])       # a negative V_h adds nothing
+    z, t = rsh.half_width(r, "H"), rsh.half_width(r, "Ht")
+    assert np.allclose(t / z, stats.t.ppf(0.975, 7) / 1.959963984540054)
+    s = rsh.half_width(r, "Hs")
+    # Satterthwaite: where V_h is 0 its df are the jackknife's (7); with V_h > 0, more
+    assert s[0] == pytest.approx(t[0])
+    nu = 81 / (16 / 7 + 25 / 45)
+    assert s[1] == pytest.approx(stats.t.ppf(0.975, nu) * 3)
+    assert z[1] < s[1] < t[1]
+
+
+def test_floor_split_and_selection_criteria():
+    d = fake_halves(0, 1.0, v_h_sd=3e-4)                  # V_h negative in ~16 % of subsets
+    comp = {KEY: rsh.components(d, KEY)}
+    c = rsh.cell(d, [KEY], comp, "H")
+    assert 0.10 < c["share"] < 0.25
+    assert c["bound"] < c["free"]                         # the floor costs the samples' part
+    c["ts15"] = rsh.cell(d, [KEY], comp, "H", 1.5)
+    ok, why = rsh.passes({**c, "bound": 0.90}, (0.93, 0.97))
+    assert not ok and "binds" in why
+    ok, why = rsh.passes({**c, "share": 0.05, "bound": 0.90}, (0.0, 1.0))
+    assert "binds" not in why                             # under 10 % of records: not required
