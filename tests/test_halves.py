@@ -154,3 +154,20 @@ def test_floor_split_and_selection_criteria():
     assert not ok and "binds" in why
     ok, why = rsh.passes({**c, "share": 0.05, "bound": 0.90}, (0.0, 1.0))
     assert "binds" not in why                             # under 10 % of records: not required
+
+
+def test_the_pipelines_halves_rules_equal_the_analysis():
+    """IntervalPlan's jackhalves / _t / _s (the procedures `mixed` can name) give the
+    half-widths bench/real_shadow_halves.py scores, from the same variances; the halves rows
+    come last, so the other designs' draws (and intervals) are unchanged by them."""
+    from bnmem.attack.intervals import designs, signed_sd, variance_from_sd
+    seg = {"jackknife": (1, 9), "halves": (9, 109)}
+    for vh in (-2e-5, 0.0, 3e-5):
+        rec = np.array([[0.01, vh, 4e-5]])
+        for proc, rule in (("jackhalves", "H"), ("jackhalves_t", "Ht"), ("jackhalves_s", "Hs")):
+            assert designs(proc) == ("jackknife", "halves")
+            lo, hi = IntervalPlan(proc, 8, seg).ci_from(0.01, {"jackknife": 4e-5, "halves": vh})
+            want = rsh.half_width(rec, rule)[0] * (1.96 / rsh.Z if rule == "H" else 1.0)
+            assert (hi - lo) / 2 == pytest.approx(want, rel=1e-9)  # the pipeline's z is 1.96
+        assert variance_from_sd(signed_sd(vh)) == pytest.approx(vh, abs=1e-20)
+    assert signed_sd(-4.0) == -2.0 and variance_from_sd(None) is None

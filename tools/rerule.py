@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from bnmem.attack.intervals import PROCEDURES, IntervalPlan, designs, rules_for  # noqa: E402
+from bnmem.attack.intervals import (PROCEDURES, IntervalPlan, designs, rules_for,  # noqa: E402
+                                    variance_from_sd)
 
 
 def intervals(node, path: str = ""):
@@ -40,7 +41,7 @@ def rerule(membership: dict, rule: str) -> list[dict]:
     pairs = int(membership["pairs"])
     rows = []
     for path, rec in intervals(membership):
-        var = {k: None if v is None else float(v) ** 2 for k, v in rec["sd"].items()}
+        var = {k: variance_from_sd(v) for k, v in rec["sd"].items()}
         missing = [d for d in designs(rule) if var.get(d) is None]
         if missing:
             raise SystemExit(f"{path}: the record has no {', '.join(missing)} SD, which rule "

@@ -22,6 +22,22 @@ def percentile_ci(values: np.ndarray, level: float = 0.95,
     return float(lo), float(hi)
 
 
+def signed_sd(v: float) -> float:
+    """A design variance as the SD a result records: sqrt(v), and -sqrt(-v) for the halves'
+    covariance when it is negative (variance_from_sd reads it back)."""
+    return float(np.copysign(np.sqrt(abs(v)), v))
+
+
+def variance_from_sd(sd: float | None) -> float | None:
+    """The design variance of a recorded SD (signed_sd's inverse)."""
+    return None if sd is None else float(np.copysign(float(sd) ** 2, sd))
+
+
+# the halves' rules: the pairs' jackknife plus the samples' part without the interaction
+# (V_j + max(V_h, 0), V_h the "halves" design's covariance), with 1.96, t on P - 1 df, or
+# t on Satterthwaite's df (bench/results/real_shadows_halves_plan.md)
+HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
+
 # every procedure a coverage study can measure: the pipeline's attack.interval options plus
 # the two `mixed` may read per figure: pairs_t and jackknife_t (Student t on the pairs)
 PROCEDURES = INTERVAL_PROCEDURES + ("pairs_t", "jackknife_t")
@@ -44,6 +60,10 @@ class IntervalPlan:
       pairs are the independent units; samples fixed);
     - jackknife_t: V_j with Student's t on P - 1 degrees of freedom (Tukey's jackknife
       interval);
+    - jackhalves / jackhalves_t / jackhalves_s: V_j + max(V_h, 0), V_h the "halves"
+      design's covariance (the samples' part without the model-by-sample interaction,
+      halves_covariance), with 1.96, t on P - 1 df, or t on Satterthwaite's df (V_j on
+      P - 1, V_h on the halves' reweightings less their splits);
     - mixed (the default, `mixed_procedure`): a rule per figure family and read
       (MIXED_RULES): jacksum for AUC, memorization and accuracies of one arm and at equal
       epochs or budgets, for the AUC difference at a matched criterion's common point and
@@ -110,7 +130,7 @@ class IntervalPlan:
         var = self.variances(vals)
         lo, hi = self.ci_from(v, var, figure)
         return {"value": v, "lo": lo, "hi": hi,
-                "sd": {k: None if x is None else float(np.sqrt(x)) for k, x in var.items()}}
+                "sd": {k: None if x is None else signed_sd(x) for k, x in var.items()}}
 
     def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
                 ) -> tuple[float | None, float | None]:
@@ -127,12 +147,24 @@ class IntervalPlan:
                                    var["pairs"]),
              "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
              "jackknife_t": lambda: var["jackknife"],
-             "jacksum": lambda: var["jackknife"] + var["samples"]}[procedure]()
-        if procedure in ("pairs_t", "jackknife_t"):  # Student's t on P - 1 df (stdtrit is t.ppf bit for bit)
+             "jacksum": lambda: var["jackknife"] + var["samples"],
+             **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES}
+             }[procedure]()
+        df = None
+        if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
+            df = self.n_units - 1
+        elif procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
+            seg = self.segments.get("halves")  # absent (a recorded result's SDs): V_h's df taken as many
+            k = (seg[1] - seg[0]) // 2 if seg else None
+            vh = max(var["halves"], 0.0)
+            df_h = max(k - len(halves_groups(k)), 1) if k else np.inf
+            df = (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + vh ** 2 / df_h)
+                  if self.n_units >= 2 and v > 0 else self.n_units - 1)
+        if df is not None:
             if self.n_units < 2:  # one pair: no spread to estimate, no interval
                 return None, None
-            from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level
-            z = float(stdtrit(self.n_units - 1, 0.975 if z == 1.96 else ndtr(z)))
+            from scipy.special import ndtr, stdtrit  # the t quantile at z's normal level (stdtrit is t.ppf bit for bit)
+            z = float(stdtrit(df, 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
 
@@ -208,10 +240,20 @@ TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = None
 
 
+# MIXED_RULES entries that name a halves' rule were chosen on real shadows at 8 pairs only
+# (bench/results/real_shadows_halves_plan.md); a run with another pair count reads the rule
+# each replaced (HALVES_FALLBACK: {(family, read): that rule}); empty while none is adopted.
+HALVES_PAIRS = 8
+HALVES_FALLBACK: dict[tuple[str, str], str] = {}
+
+
 def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
-    """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs: TPR takes
+    """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs (None: 8):
+    the halves' rules only at HALVES_PAIRS (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
+    if n_pairs is not None and n_pairs != HALVES_PAIRS:
+        rules.update(HALVES_FALLBACK)
     if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
         rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})
     return rules
@@ -255,7 +297,8 @@ def design_levels() -> dict[str, str]:
     (per-subset AUCs at every endpoint, no per-epoch figure), else "lean" (neither)."""
     out = {}
     for d in _mixed_designs():
-        reads = [(fam, read) for (fam, read), proc in MIXED_RULES.items() if d in designs(proc)]
+        reads = [(fam, read) for (fam, read), proc in
+                 [*MIXED_RULES.items(), *HALVES_FALLBACK.items()] if d in designs(proc)]
         # the per-epoch curve: read one run at a time, and the stage's equal-epoch AUC of
         # the identity query (resample.compare's auc_identity@equal) is its last epoch
         curve = any((read == "one" and fam != "tpr") or (fam, read) == ("auc", "equal")
@@ -274,9 +317,10 @@ def lean_designs() -> tuple[str, ...]:
 
 def _mixed_designs() -> tuple[str, ...]:
     """Every design MIXED_RULES' procedures need, in the pipeline's row order."""
-    procs = set(MIXED_RULES.values()) | ({TPR_RULE_MANY_PAIRS} if TPR_RULE_MANY_PAIRS else set())
+    procs = (set(MIXED_RULES.values()) | set(HALVES_FALLBACK.values())
+             | ({TPR_RULE_MANY_PAIRS} if TPR_RULE_MANY_PAIRS else set()))
     need = {d for proc in procs for d in designs(proc)}
-    return tuple(d for d in ("jackknife", "samples", "pairs", "both") if d in need)
+    return tuple(d for d in ("jackknife", "samples", "pairs", "both", "halves") if d in need)
 
 
 def designs(procedure: str) -> tuple[str, ...]:
@@ -285,7 +329,9 @@ def designs(procedure: str) -> tuple[str, ...]:
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
-            "jackknife_t": ("jackknife",)}[procedure] if procedure != "mixed" else _mixed_designs()
+            "jackknife_t": ("jackknife",),
+            **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES}}[procedure] \
+        if procedure != "mixed" else _mixed_designs()
 
 
 def across_replicates(values, los, his, level: float = 0.95, power: float = 0.80) -> dict:
