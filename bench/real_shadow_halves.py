@@ -50,24 +50,34 @@ def load(main: Path, halves: Path, subsets: int = 200) -> dict:
         raise SystemExit(f"{halves}: {len(units)} subsets finished, not the first {subsets} the plan reads")
     keys = [k for k in units[0] if k != "pairs"]
     hcov = {k: np.array([units[i][k] for i in range(subsets)], float) for k in keys}
-    try:
-        d = R.load(main, subsets)
-        has_cov = True
-    except (SystemExit, IndexError):
-        d = _truth_only(main)
-        has_cov = False
-    if has_cov:  # the same pairs, point and jackknife as the main store's subsets
-        for k in keys:
+    has_cov = _has_subsets(main)
+    if has_cov:  # the truth from every finished unit; the coverage reads the first `subsets`
+        d = R.load(main, None)
+        d["cov"] = {k: v[:subsets] for k, v in d["cov"].items()}
+        for k in keys:  # the same pairs, point and jackknife as the main store's subsets
             a, b = hcov[k][:, [0, 2]], d["cov"][k][:, [0, 4]]
             same = (a == b) | (np.isnan(a) & np.isnan(b))
             if not same.all():
                 raise SystemExit(f"{halves}: {k}: point / V_j differ from {main}'s subsets")
     else:
+        d = _truth_only(main)
         for k in keys:
             d["points"][k] = np.concatenate([d["points"][k], hcov[k][:, 0]])
-        d["subsets"] = subsets
+    d["subsets"] = subsets
     d["hcov"], d["has_cov"] = hcov, has_cov
     return d
+
+
+def _has_subsets(store: Path) -> bool:
+    """Whether the main store holds coverage subsets (records of 5 values), not only blocks."""
+    for line in store.read_text().splitlines()[1:]:
+        try:
+            u = json.loads(line)
+        except ValueError:
+            continue
+        if u["kind"] == "run" and len(next(v for k, v in u["value"].items() if k != "pairs")) == 5:
+            return True
+    return False
 
 
 def _truth_only(store: Path) -> dict:
@@ -108,15 +118,22 @@ def half_width(r: np.ndarray, rule: str) -> np.ndarray:
     return q * np.sqrt(v)
 
 
-def per_subset(d: dict, key: str, rule: str, comp: dict, ts_scale: float = 1.0):
-    """real_shadow_rules.per_subset for any rule: (P(covered), P(below), h, ok)."""
-    if rule not in HALVES:
+def per_subset(d: dict, key: str, rule: str, comp: dict, ts_scale: float = 1.0,
+               empirical: bool = False):
+    """real_shadow_rules.per_subset for any rule: (P(covered), P(below), h, ok); empirical:
+    the samples' part drawn from the centred 16-block mean over its reweightings (comp's
+    "s_emp") instead of N(0, T_s) (amendment 5)."""
+    if rule not in HALVES and not empirical:
         return R.per_subset(d, key, rule, comp, ts_scale)
-    r = d["hcov"][key]
-    h = half_width(r, rule)
+    r = d["hcov"][key] if rule in HALVES else d["cov"][key]
+    h = half_width(r, rule) if rule in HALVES else R.half_width(r, rule)
     dev = (r[:, 0] - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
     ok = np.isfinite(h) & np.isfinite(dev)
     h, dev = h[ok], dev[ok]
+    if empirical:
+        e = dev[:, None] + comp["s_emp"][None, :] * np.sqrt(ts_scale)
+        below = (e < -h[:, None]).mean(1)
+        return (np.abs(e) <= h[:, None]).mean(1), below, h, ok
     sd = np.sqrt(max(comp["t_s"] * ts_scale, 0.0))
     if sd > 0:
         above, below = stats.norm.cdf((h - dev) / sd), stats.norm.cdf((-h - dev) / sd)
@@ -132,23 +149,41 @@ def components(d: dict, key: str) -> dict:
     blk = d["blocks"][key][:, 1:]
     with np.errstate(invalid="ignore"):
         t_s = float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)) if np.isfinite(blk).any() else np.nan
+    mean = np.nanmean(blk, axis=0)
     return {"mu": float(pts.mean()), "t_p": float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS),
-            "t_s": t_s, "v_h": float(np.nanmean(d["hcov"][key][:, 1])),
-            "v_j": float(np.nanmean(d["hcov"][key][:, 2]))}
+            "t_s": t_s, "b8": block_covariance(blk), "s_emp": mean[np.isfinite(mean)] - np.nanmean(mean),
+            "v_h": float(np.nanmean(d["hcov"][key][:, 1])), "v_j": float(np.nanmean(d["hcov"][key][:, 2]))}
+
+
+def block_covariance(blk: np.ndarray) -> float:
+    """B8 (amendment 4): the mean covariance between two disjoint 8-pair blocks over their
+    shared reweightings ([blocks, reweightings]); the samples' part of an 8-pair figure with
+    the model-by-sample interaction removed (blocks share samples, no model)."""
+    ok = np.isfinite(blk).all(axis=0)
+    x = blk[:, ok]
+    x = x - x.mean(axis=1, keepdims=True)
+    c = x @ x.T / (x.shape[1] - 1)
+    n = c.shape[0]
+    return float((c.sum() - np.trace(c)) / (n * (n - 1)))
 
 
 def class_keys(d: dict, cls: str) -> list[str]:
     return [f"{c}/{r}" for c in R.COMPARISONS for r in R.CLASSES[cls][0] if f"{c}/{r}" in d["hcov"]]
 
 
-def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0) -> dict:
+def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0,
+         empirical: bool = False) -> dict:
     """A class's pooled figures under one rule: coverage (mean over keys), min / max key,
     mean width over the calibrated width 2 x 1.96 sqrt(T_p + T_s) (mean over keys), and the
     floor's split: the share of (key, subset) records with V_h < 0 and the coverage over
     those and over the rest."""
-    covs, cal, bound, free, binds_all = [], [], [], [], []
+    covs, cal, bound, free, binds_all, per, undefined = [], [], [], [], [], [], []
     for k in keys:
-        p, _, h, ok = per_subset(d, k, rule, comps[k], ts_scale)
+        p, _, h, ok = per_subset(d, k, rule, comps[k], ts_scale, empirical)
+        undefined.append(1 - ok.mean())
+        full = np.full(ok.size, np.nan)
+        full[ok] = p
+        per.append(full)
         covs.append(float(p.mean()) if p.size else np.nan)
         cal.append(float(h.mean()) / (Z * np.sqrt(comps[k]["t_p"] + comps[k]["t_s"])))
         binds = (d["hcov"][k][:, 1] < 0)
@@ -160,10 +195,17 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
         free.append(p[~binds])
         binds_all.append(binds)
     b, f = np.concatenate(bound), np.concatenate(free)
+    # a 95 % range of the pooled coverage: the subsets resampled (500 times, fixed seed)
+    per = np.array(per)  # [keys, subsets]
+    idx = np.random.default_rng(0).integers(0, per.shape[1], (500, per.shape[1]))
+    with np.errstate(invalid="ignore"):
+        boot = np.array([np.nanmean(np.nanmean(per[:, i], axis=1)) for i in idx])
     return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs)),
             "max": float(np.nanmax(covs)), "width_calibrated": float(np.nanmean(cal)),
-            "share": float(np.concatenate(binds_all).mean()),
-            "bound": float(b.mean()) if b.size else np.nan, "free": float(f.mean()) if f.size else np.nan}
+            "share": float(np.concatenate(binds_all).mean()), "n_bound": int(b.size),
+            "bound": float(b.mean()) if b.size else np.nan, "free": float(f.mean()) if f.size else np.nan,
+            "range": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+            "undefined": float(np.mean(undefined))}
 
 
 def table(d: dict) -> dict:
@@ -177,15 +219,24 @@ def table(d: dict) -> dict:
         for rule in ((today,) if d["has_cov"] else ()) + HALVES:
             c = cell(d, keys, comps, rule)
             c["ts15"] = cell(d, keys, comps, rule, 1.5)
+            c["emp"] = cell(d, keys, comps, rule, empirical=True)
             rules[rule] = c
         out[cls] = {"today": today, "rules": rules,
-                    "q2": float(np.nanmean([c["v_h"] / c["t_s"] for c in comps.values()])),
+                    "q2": float(np.nanmean([c["v_h"] / c["b8"] for c in comps.values() if c["b8"] > 0])),
+                    "q2_ts": float(np.nanmean([c["v_h"] / c["t_s"] for c in comps.values()])),
+                    "b8_ts": float(np.nanmean([c["b8"] / c["t_s"] for c in comps.values()])),
                     "ts_tp": float(np.nanmean([c["t_s"] / c["t_p"] for c in comps.values()]))}
     return out
 
 
-def passes(c: dict, band: tuple[float, float]) -> tuple[bool, str]:
-    """The plan's criteria (i)-(iv) with pooled band `band`: (ok, why not)."""
+ELIGIBLE = {"H", "Ht"}  # amendment 1: Hs reported only
+INELIGIBLE_CLASSES = {"D", "G"}  # amendment 2: TPR reported only
+MIN_BOUND = 50  # amendment 3
+
+
+def passes(c: dict, band: tuple[float, float], q2: float | None = None) -> tuple[bool, str]:
+    """The plan's criteria (i)-(vi) with pooled band `band` (q2: the class's mean V_h / B8,
+    gate (v), where it applies): (ok, why not)."""
     why = []
     if not band[0] <= c["coverage"] <= band[1]:
         why.append(f"pooled {c['coverage']:.3f}")
@@ -193,21 +244,28 @@ def passes(c: dict, band: tuple[float, float]) -> tuple[bool, str]:
         why.append(f"lowest key {c['min']:.3f}")
     if not 0.93 <= c["free"] <= 0.97:
         why.append(f"where the floor is free {c['free']:.3f}")
-    if c["share"] >= 0.10 and not 0.93 <= c["bound"] <= 0.97:
+    if c["n_bound"] >= MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
         why.append(f"where the floor binds {c['bound']:.3f}")
     if c["ts15"]["min"] < 0.92:
         why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
+    if q2 is not None and not 0.8 <= q2 <= 1.25:
+        why.append(f"V_h / B8 {q2:.2f}")
+    if not band[0] <= c["emp"]["coverage"] <= band[1]:
+        why.append(f"pooled with the empirical samples' part {c['emp']['coverage']:.3f}")
     return not why, "; ".join(why)
 
 
 def select(tab: dict, cls: str) -> tuple[str, str]:
-    """Selection (pool A): the narrowest qualifier of H, Ht, Hs (criteria with [0.935, 0.965])
-    by width over today's; none: today's."""
+    """Selection (pool A): the narrowest eligible qualifier (H, Ht; criteria with [0.935,
+    0.965] and gate (v)) by width over today's; none, or an ineligible class: today's."""
     t = tab[cls]
-    ok = [r for r in HALVES if passes(t["rules"][r], (0.935, 0.965))[0]]
+    if cls in INELIGIBLE_CLASSES:
+        return t["today"], "not eligible (amendment 2): today's stays"
+    res = {r: passes(t["rules"][r], (0.935, 0.965), t["q2"]) for r in HALVES if r in ELIGIBLE}
+    ok = [r for r, (good, _) in res.items() if good]
     if not ok:
         return t["today"], "none qualifies: today's stays (" + "; ".join(
-            f"{name(r)}: {passes(t['rules'][r], (0.935, 0.965))[1]}" for r in HALVES) + ")"
+            f"{name(r)}: {why}" for r, (_, why) in res.items()) + ")"
     today_w = t["rules"][t["today"]]["width_calibrated"]
     best = min(ok, key=lambda r: (round(t["rules"][r]["width_calibrated"] / today_w, 9), HALVES.index(r)))
     return best, (f"qualifies ({', '.join(name(r) for r in ok)}); width "
@@ -220,20 +278,28 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
          f"{d['subsets']} coverage subsets of 8 pairs from a pool of {d['n_pairs']} real shadow "
          "pairs per arm (bench/real_shadow_halves.py; plan: real_shadows_halves_plan.md). Nominal "
          "0.95, target 0.93-0.97; pooled over the class's reads and the three comparisons.", "",
-         "| class | rule | coverage (lowest-highest key) | width / calibrated | floor binds | "
-         "where it binds / not | T_s x 1.5: coverage (lowest key) |", "|---|---|---|---|---|---|---|"]
+         "| class | rule | coverage [95 % range] (lowest-highest key) | width / calibrated | floor binds "
+         "(records) | where it binds / not | T_s x 1.5: coverage (lowest key) | empirical samples' part |",
+         "|---|---|---|---|---|---|---|---|"]
     for cls, t in tab.items():
         for rule, c in t["rules"].items():
             tag = " (today)" if rule == t["today"] else ""
             L.append(f"| {cls}: {R.LABEL[cls]} | {name(rule)}{tag} | {c['coverage']:.3f} "
-                     f"({c['min']:.3f}-{c['max']:.3f}) | {c['width_calibrated']:.2f} | "
-                     f"{c['share']:.2f} | {c['bound']:.3f} / {c['free']:.3f} | "
-                     f"{c['ts15']['coverage']:.3f} ({c['ts15']['min']:.3f}) |")
+                     f"[{c['range'][0]:.3f}, {c['range'][1]:.3f}] ({c['min']:.3f}-{c['max']:.3f}) | "
+                     f"{c['width_calibrated']:.2f} | {c['share']:.2f} ({c['n_bound']}) | "
+                     f"{c['bound']:.3f} / {c['free']:.3f} | "
+                     f"{c['ts15']['coverage']:.3f} ({c['ts15']['min']:.3f}) | {c['emp']['coverage']:.3f} |")
     L += ["", "Width / calibrated: mean half-width over 1.96 sqrt(T_p + T_s) (mean over keys). "
           "Floor binds: V_h < 0 (the variance is then V_j alone); the split is shown for every "
           "rule on the same records.", "",
-          "**Q2** (mean V_h over the true T_s; T_s / T_p): "
-          + ", ".join(f"{cls} {t['q2']:.2f} ({t['ts_tp']:.2f})" for cls, t in tab.items()) + ".", ""]
+          "95 % range: the pooled coverage over 500 resamplings of the subsets (Monte Carlo only). "
+          "Undefined V_h (share of records): "
+          + ", ".join(f"{cls} {t['rules']['H']['undefined']:.3f}" for cls, t in tab.items()) + ".", "",
+          "**Q2** per class: mean V_h / B8 (B8: the blocks' mean covariance over shared "
+          "reweightings, the 8-pair samples' part without the interaction); in brackets V_h / T_s, "
+          "B8 / T_s, T_s / T_p: "
+          + ", ".join(f"{cls} {t['q2']:.2f} ({t['q2_ts']:.2f}, {t['b8_ts']:.2f}, {t['ts_tp']:.2f})"
+                      for cls, t in tab.items()) + ".", ""]
     if chosen:
         L += ["## Selection (the plan's rule, pool A)", ""] + [
             f"- {c}: {name(r)} ({why})" for c, (r, why) in chosen.items()] + [""]
@@ -252,6 +318,7 @@ def main() -> None:
     ap.add_argument("--select", action="store_true")
     ap.add_argument("--confirm", default="", help="class=rule,... (H, Ht, Hs)")
     ap.add_argument("--title", default="Real shadows: the halves' rules")
+    ap.add_argument("--gate-q2", action="store_true", help="gate (v) applies (pools A and C)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     d = load(a.main, a.halves, a.subsets)
@@ -262,7 +329,7 @@ def main() -> None:
         conf = {}
         for item in a.confirm.split(","):
             c, r = item.split("=")
-            ok, why = passes(tab[c]["rules"][r], (0.93, 0.97))
+            ok, why = passes(tab[c]["rules"][r], (0.93, 0.97), tab[c]["q2"] if a.gate_q2 else None)
             conf[c] = (r, ok, why)
     text = markdown(tab, d, a.title, chosen, conf)
     if a.out:

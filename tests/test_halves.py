@@ -150,10 +150,30 @@ def test_floor_split_and_selection_criteria():
     assert 0.10 < c["share"] < 0.25
     assert c["bound"] < c["free"]                         # the floor costs the samples' part
     c["ts15"] = rsh.cell(d, [KEY], comp, "H", 1.5)
-    ok, why = rsh.passes({**c, "bound": 0.90}, (0.93, 0.97))
+    c["emp"] = rsh.cell(d, [KEY], comp, "H", empirical=True)
+    assert abs(c["emp"]["coverage"] - c["coverage"]) < 0.02   # normal s: both reads agree
+    assert c["range"][0] < c["coverage"] < c["range"][1]
+    ok, why = rsh.passes({**c, "bound": 0.90, "n_bound": 60}, (0.93, 0.97))
     assert not ok and "binds" in why
-    ok, why = rsh.passes({**c, "share": 0.05, "bound": 0.90}, (0.0, 1.0))
-    assert "binds" not in why                             # under 10 % of records: not required
+    ok, why = rsh.passes({**c, "n_bound": 49, "bound": 0.90}, (0.0, 1.0))
+    assert "binds" not in why                             # under 50 records: not judged
+    assert "V_h / B8" in rsh.passes(c, (0.0, 1.0), q2=0.7)[1]
+    assert "empirical" in rsh.passes({**c, "emp": {**c["emp"], "coverage": 0.9}}, (0.93, 0.97))[1]
+
+
+def test_block_covariance_removes_the_interaction():
+    """16 blocks sharing a samples' part s (Var 1e-4) plus each its own interaction noise
+    (Var 1.6e-3) over 200 reweightings: B8 recovers Var(s); T_s (the variance of the blocks'
+    mean) holds the interaction / 16 on top (2e-4)."""
+    rng = np.random.default_rng(5)
+    b8, ts = [], []
+    for _ in range(30):
+        s = rng.normal(0, 1e-2, 200)
+        blk = s[None, :] + rng.normal(0, 4e-2, (16, 200))
+        b8.append(rsh.block_covariance(blk))
+        ts.append(blk.mean(0).var(ddof=1))
+    assert np.mean(b8) == pytest.approx(1e-4, rel=0.15)
+    assert np.mean(ts) == pytest.approx(2e-4, rel=0.1)
 
 
 def test_the_pipelines_halves_rules_equal_the_analysis():
