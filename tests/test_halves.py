@@ -191,3 +191,24 @@ def test_the_pipelines_halves_rules_equal_the_analysis():
             assert (hi - lo) / 2 == pytest.approx(want, rel=1e-9)  # the pipeline's z is 1.96
         assert variance_from_sd(signed_sd(vh)) == pytest.approx(vh, abs=1e-20)
     assert signed_sd(-4.0) == -2.0 and variance_from_sd(None) is None
+
+
+def test_mixed_falls_back_where_the_halves_rule_cannot_be_read(monkeypatch):
+    """With a halves' rule adopted for (mem, common): its V_h undefined, too few shared
+    reweightings, another pair count, or an IN-accuracy read (not studied) give the rule it
+    replaced; otherwise the halves' rule."""
+    from bnmem.attack import intervals as I
+    monkeypatch.setitem(I.MIXED_RULES, ("mem", "common"), "jackhalves_t")
+    monkeypatch.setitem(I.HALVES_FALLBACK, ("mem", "common"), "jacksum")
+    var = {"jackknife": 4e-4, "samples": 3e-4, "halves": 1e-4}
+    fig = "fz_flipped@common"
+    ok = I.IntervalPlan("mixed", 8, {"halves": (9, 109)})
+    t = float(stats.t.ppf(0.975, 7))
+    lo, hi = ok.ci_from(0.0, var, fig)
+    assert hi == pytest.approx(t * np.sqrt(5e-4))
+    jacksum = 1.96 * np.sqrt(7e-4)
+    assert ok.ci_from(0.0, {**var, "halves": None}, fig)[1] == pytest.approx(jacksum)
+    assert I.IntervalPlan("mixed", 8, {"halves": (9, 49)}).ci_from(0.0, var, fig)[1] == pytest.approx(jacksum)
+    assert I.IntervalPlan("mixed", 16, {"halves": (9, 109)}).ci_from(0.0, var, fig)[1] == pytest.approx(jacksum)
+    assert ok.ci_from(0.0, var, "in_acc_flipped@common")[1] == pytest.approx(jacksum)
+    assert "halves" in I._mixed_designs()

@@ -138,6 +138,11 @@ class IntervalPlan:
         procedure = self.procedure
         if procedure == "mixed":
             procedure = mixed_procedure(figure, self.n_units)
+            seg = self.segments.get("halves")
+            if procedure in HALVES_PROCEDURES and (
+                    var.get("halves") is None or not seg
+                    or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED):
+                procedure = halves_fallback(figure)  # V_h undefined or from too few reweightings
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
@@ -245,6 +250,10 @@ TPR_RULE_MANY_PAIRS: str | None = None
 # each replaced (HALVES_FALLBACK: {(family, read): that rule}); empty while none is adopted.
 HALVES_PAIRS = 8
 HALVES_FALLBACK: dict[tuple[str, str], str] = {}
+# ... and with at least this many shared reweightings (model_bootstrap // 2; the study's 50),
+# V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
+HALVES_MIN_SHARED = 50
+HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
 
 
 def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
@@ -281,7 +290,16 @@ def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     read = read or "one"
     if read not in READS:
         raise ValueError(f"figure {figure!r}: read {read!r} is not one of {', '.join(READS)}")
-    return rules_for(n_pairs)[(family(key), read)]
+    proc = rules_for(n_pairs)[(family(key), read)]
+    if proc in HALVES_PROCEDURES and key in HALVES_NOT_STUDIED:
+        return halves_fallback(figure)
+    return proc
+
+
+def halves_fallback(figure: str) -> str:
+    """The rule a halves' rule replaced for this figure's (family, read) (HALVES_FALLBACK)."""
+    key, _, read = figure.partition("@")
+    return HALVES_FALLBACK[(family(key), read or "one")]
 
 
 def read_tag(figure: str, read: str) -> str:

@@ -76,8 +76,9 @@ def halves_rows(kind: np.ndarray, n_pairs: int, n_shared: int, rng: np.random.Ge
     order), both rows with reweighting k. The two rows' figures share the samples but no
     model, so their covariance over k within a split estimates the samples' part of a
     figure's variance without the model-by-sample interaction (halves_covariance); within a
-    split the halves' pairs are fixed, so the pairs' own effects add nothing to it. A half of
-    one pair has no leave-one-pair-out shadows: P < 4 gives rows without figures."""
+    split the halves' pairs are fixed, so the pairs' own effects add nothing to it. The
+    attack's leave-one-pair-out needs two other distinct pairs in a half, so each half needs
+    three: P < 6 gives rows without figures (and an odd P halves of unequal weights)."""
     counts = np.zeros((2 * n_shared, n_pairs), np.int64)
     half = n_pairs // 2
     for group in halves_groups(n_shared):
