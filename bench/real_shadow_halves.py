@@ -310,6 +310,55 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
     return "\n".join(L)
 
 
+def diagnose(d: dict) -> dict:
+    """{class: {ratio: value}} (reported, not in the plan's rules; written after pool A's
+    selection): what each variance estimate holds against the truth's parts, as ratios of
+    sums over the class's keys (robust where a key's part is near 0): V_j / T_p and V_p / T_p
+    (the pairs' jackknife and bootstrap against a run's pairs' variance), V_s / T_p, B8 / T_p
+    (the samples' part without the interaction), V_h / B8 and B8 / T_s; None where the store
+    lacks the estimate (pool C has no V_p or V_s, pool B no V_h)."""
+    out = {}
+    for cls in R.CLASSES:
+        keys = [f"{c}/{r}" for c in R.COMPARISONS for r in R.CLASSES[cls][0]
+                if f"{c}/{r}" in d["blocks"]]
+        sums: dict[str, float] = {}
+        for k in keys:
+            pts = d["points"][k]
+            pts = pts[np.isfinite(pts)]
+            blk = d["blocks"][k][:, 1:]
+            parts = {"t_p": float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS),
+                     "t_s": float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)),
+                     "b8": block_covariance(blk)}
+            if d.get("cov") and k in d["cov"]:
+                r = d["cov"][k]
+                parts |= {"v_p": np.nanmean(r[:, 1]), "v_s": np.nanmean(r[:, 2]), "v_j": np.nanmean(r[:, 4])}
+            if d.get("hcov") and k in d["hcov"]:
+                parts |= {"v_h": np.nanmean(d["hcov"][k][:, 1]), "v_j": np.nanmean(d["hcov"][k][:, 2])}
+            for name_, v in parts.items():
+                sums[name_] = sums.get(name_, 0.0) + float(v)
+
+        def ratio(a: str, b: str) -> float | None:
+            return sums[a] / sums[b] if a in sums and b in sums and sums[b] else None
+        out[cls] = {"vj_tp": ratio("v_j", "t_p"), "vp_tp": ratio("v_p", "t_p"),
+                    "vs_tp": ratio("v_s", "t_p"), "b8_tp": ratio("b8", "t_p"),
+                    "vh_b8": ratio("v_h", "b8"), "b8_ts": ratio("b8", "t_s")}
+    return out
+
+
+def diagnose_rows(pools: dict[str, dict]) -> list[str]:
+    """Markdown rows of diagnose() per class, one column per ratio with the pools' values."""
+    cols = (("vj_tp", "V_j / T_p"), ("vp_tp", "V_p / T_p"), ("vs_tp", "V_s / T_p"),
+            ("b8_tp", "B8 / T_p"), ("vh_b8", "V_h / B8"), ("b8_ts", "B8 / T_s"))
+    diag = {p: diagnose(d) for p, d in pools.items()}
+    L = ["| class | " + " | ".join(f"{label} ({' / '.join(pools)})" for _, label in cols) + " |",
+         "|---|" + "---|" * len(cols)]
+    for cls in R.CLASSES:
+        cells = [" / ".join("—" if diag[p][cls][c] is None else f"{diag[p][cls][c]:.2f}" for p in pools)
+                 for c, _ in cols]
+        L.append(f"| {cls}: {R.LABEL[cls]} | " + " | ".join(cells) + " |")
+    return L
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("main", type=Path)

@@ -212,3 +212,29 @@ def test_mixed_falls_back_where_the_halves_rule_cannot_be_read(monkeypatch):
     assert I.IntervalPlan("mixed", 16, {"halves": (9, 109)}).ci_from(0.0, var, fig)[1] == pytest.approx(jacksum)
     assert ok.ci_from(0.0, var, "in_acc_flipped@common")[1] == pytest.approx(jacksum)
     assert "halves" in I._mixed_designs()
+
+
+def test_the_pairs_jackknife_overstates_a_target_by_shadow_term():
+    """Why the pairs' jackknife over-covers the attack's figures on real shadows (V_j / T_p
+    1.8-2.8 for AUC and TPR, 1.0 for memorization: bench/results/real_shadows_halves_outcome
+    in real_shadows_halves_plan.md): in an attack every pair is a target scored against the
+    other pairs as shadows, so a figure holds a term per (target, shadow) pair, and the
+    delete-one jackknife (IntervalPlan's, on draw_designs' rows) counts such a second-order
+    term about 2.3 times at 8 pairs (Efron-Stein), while it is unbiased for a figure that is
+    a mean of per-pair terms (memorization: each model's own IN - OUT accuracy)."""
+    p, reps = 8, 3000
+    kind = np.zeros(4, int)
+    counts, _, seg = draw_designs(kind, p, 0, np.random.default_rng(0), ("jackknife",))
+    plan = IntervalPlan("jackknife", p, seg)
+    w = counts[:, :, None] * counts[:, None, :] * ~np.eye(p, dtype=bool)  # targets i != shadows j
+    rng = np.random.default_rng(11)
+    v1, v2, pts = [], [], []
+    for _ in range(reps):
+        a, b = rng.normal(size=p), rng.normal(size=(p, p))
+        first = counts @ a / counts.sum(1)              # rows: the point, then each pair left out
+        second = (w * b).sum((1, 2)) / w.sum((1, 2))
+        v1.append(plan.variances(first)["jackknife"])
+        v2.append(plan.variances(second)["jackknife"])
+        pts.append(second[0])
+    assert np.mean(v1) == pytest.approx(1.0 / p, rel=0.06)  # a mean of 8 unit-variance terms
+    assert 1.9 < np.mean(v2) / np.var(pts) < 2.8
