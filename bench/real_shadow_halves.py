@@ -345,6 +345,22 @@ def diagnose(d: dict) -> dict:
     return out
 
 
+def per_read(d: dict) -> dict:
+    """{(class, key): (V_j / T_p, V_p / T_p or None)} per read (exploratory, beside diagnose)."""
+    out = {}
+    for cls in R.CLASSES:
+        for c in R.COMPARISONS:
+            for r in R.CLASSES[cls][0]:
+                k = f"{c}/{r}"
+                pts = d["points"][k]
+                pts = pts[np.isfinite(pts)]
+                t_p = float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS)
+                vj = (np.nanmean(d["hcov"][k][:, 2]) if d.get("hcov") else np.nanmean(d["cov"][k][:, 4]))
+                vp = np.nanmean(d["cov"][k][:, 1]) if d.get("cov") and k in d["cov"] else None
+                out[cls, k] = (float(vj) / t_p, None if vp is None else float(vp) / t_p)
+    return out
+
+
 def diagnose_rows(pools: dict[str, dict]) -> list[str]:
     """Markdown rows of diagnose() per class, one column per ratio with the pools' values."""
     cols = (("vj_tp", "V_j / T_p"), ("vp_tp", "V_p / T_p"), ("vs_tp", "V_s / T_p"),

@@ -232,9 +232,9 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # bench/results/coverage_seed21.md, coverage_matched_seed21.md). On real shadows of the
 # default recipe these rules over-cover (AUC 0.99-1.00, memorization 0.98; TPR at matched
 # utility calibrated): the pairs' jackknife overstates the attack's figures' pairs' variance
-# about twofold (each pair is a target and the others' shadow: a second-order term) and V_s
-# is mostly model-by-sample interaction; neither twoway nor the halves' rules qualified
-# (bench/results/real_shadows_plan.md, real_shadows_halves_plan.md).
+# about twofold (cause not established) and V_s is mostly model-by-sample interaction;
+# neither twoway nor the halves' rules qualified (bench/results/real_shadows_plan.md,
+# real_shadows_halves_plan.md).
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},
@@ -259,6 +259,17 @@ HALVES_FALLBACK: dict[tuple[str, str], str] = {}
 # V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
 HALVES_MIN_SHARED = 50
 HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
+
+
+def check_halves_rules(rules: dict, fallback: dict) -> None:
+    """Every MIXED_RULES entry naming a halves' rule needs a HALVES_FALLBACK entry (the rule
+    for other pair counts, too few reweightings, an undefined V_h or an unstudied read)."""
+    missing = [k for k, p in rules.items() if p in HALVES_PROCEDURES and k not in fallback]
+    if missing:
+        raise RuntimeError(f"MIXED_RULES {missing}: a halves' rule without a HALVES_FALLBACK entry")
+
+
+check_halves_rules(MIXED_RULES, HALVES_FALLBACK)
 
 
 def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
