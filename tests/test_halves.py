@@ -280,5 +280,9 @@ def test_readme_quotes_the_halves_outcome():
     below = [sum(v[1] < v[0] for (cls, _), v in rsh.per_read(d).items() if cls in attack)
              for d in (a, b)]
     assert f"V_p is below V_j in {min(below)}–{max(below)} of 39 reads" in flat
+    import real_shadow_pairs_curve as rpc
+    cv = rpc.curve(ROOT / "results/real_shadows_curve_seed0.jsonl")
+    auc = [v for cls in "ABE" for v in cv[cls].values()]
+    assert f"n T_p(n) / 8 T_p(8) {min(auc):.2f}–{max(auc):.2f}" in flat
     assert not I.HALVES_FALLBACK
     assert not any(p in I.HALVES_PROCEDURES for p in I.MIXED_RULES.values())
