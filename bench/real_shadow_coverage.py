@@ -141,23 +141,30 @@ def _point(args: tuple) -> np.ndarray:
     return np.concatenate([v[0] for v in r.values()])
 
 
-def _coverage(args: tuple) -> dict:
-    """A coverage subset: {comparison/read: [point, V_pairs, V_samples, V_both, V_jackknife]}."""
-    seed, unit, n_pairs, draws, _ = args
+def _records(seed: int, unit: int, n_pairs: int, draws: int, stream: int, designs: tuple,
+             fields: tuple, levels: dict) -> dict:
+    """One subset's records: its pairs (subset_pairs), the rows of `designs` (own seed stream
+    `stream`) at `levels` ({design: level}; others "endpoints"), and per comparison/read
+    [point, *(each of `fields`' design variances)]."""
     kind = _DATA["kind"]
     pairs = subset_pairs(seed, unit, n_pairs)
-    counts, weights, seg = draw_designs(kind, PAIRS, draws, np.random.default_rng([seed, 0xC0F, unit]),
-                                        DESIGNS)
-    levels = [(tuple(seg[d]), lv) for d, lv in design_levels().items() if d in seg]
-    vals = rows(pairs, counts, weights, levels)
+    counts, weights, seg = draw_designs(kind, PAIRS, draws, np.random.default_rng([seed, stream, unit]),
+                                        designs)
+    vals = rows(pairs, counts, weights, [(tuple(seg[d]), lv) for d, lv in levels.items() if d in seg])
     plan = IntervalPlan("both", PAIRS, seg)
     out = {"pairs": pairs.tolist()}
     for cmp, v in vals.items():
         for j, name in enumerate(names(len(BUDGETS) + 1)):
             var = plan.variances(v[:, j])
             out[f"{cmp}/{name}"] = [float(v[0, j]), *(np.nan if var[d] is None else var[d]
-                                                       for d in DESIGNS)]
+                                                       for d in fields)]
     return out
+
+
+def _coverage(args: tuple) -> dict:
+    """A coverage subset: {comparison/read: [point, V_pairs, V_samples, V_both, V_jackknife]}."""
+    seed, unit, n_pairs, draws, _ = args
+    return _records(seed, unit, n_pairs, draws, 0xC0F, DESIGNS, DESIGNS, design_levels())
 
 
 def _halves(args: tuple) -> dict:
@@ -168,20 +175,8 @@ def _halves(args: tuple) -> dict:
     the halves' covariance, V_jackknife]} (point and V_jackknife equal the main store's
     record's where it has one: a check that the pairs are the same)."""
     seed, unit, n_pairs, draws, _ = args
-    kind = _DATA["kind"]
-    pairs = subset_pairs(seed, unit, n_pairs)
-    counts, weights, seg = draw_designs(kind, PAIRS, draws, np.random.default_rng([seed, 0x4A1F, unit]),
-                                        ("jackknife", "halves"))
-    levels = [(tuple(seg["jackknife"]), design_levels()["jackknife"])]
-    vals = rows(pairs, counts, weights, levels)
-    plan = IntervalPlan("both", PAIRS, seg)
-    out = {"pairs": pairs.tolist()}
-    for cmp, v in vals.items():
-        for j, name in enumerate(names(len(BUDGETS) + 1)):
-            var = plan.variances(v[:, j])
-            out[f"{cmp}/{name}"] = [float(v[0, j]), *(np.nan if var[d] is None else var[d]
-                                                       for d in ("halves", "jackknife"))]
-    return out
+    return _records(seed, unit, n_pairs, draws, 0x4A1F, ("jackknife", "halves"),
+                    ("halves", "jackknife"), {"jackknife": design_levels()["jackknife"]})
 
 
 def _block(args: tuple) -> dict:

@@ -39,13 +39,7 @@ def load(main: Path, halves: Path, subsets: int = 200) -> dict:
     plus "hcov": {key: [subsets, 3]} (point, V_h, V_j) of the halves store's first `subsets`
     units; the points of those subsets join the truth where the main store has no coverage
     subsets (pool C). Checks that a subset's point and V_j equal the main store's record."""
-    units = {}
-    for line in halves.read_text().splitlines()[1:]:
-        try:
-            u = json.loads(line)
-        except ValueError:
-            continue
-        units[u["i"]] = u["value"]
+    units = {i: v for (_, i), v in R.store_units(halves).items()}
     if sorted(units)[:subsets] != list(range(subsets)):
         raise SystemExit(f"{halves}: {len(units)} subsets finished, not the first {subsets} the plan reads")
     keys = [k for k in units[0] if k != "pairs"]
@@ -82,13 +76,7 @@ def _has_subsets(store: Path) -> bool:
 
 def _truth_only(store: Path) -> dict:
     """load()'s dict of a main store without coverage subsets (the blocks and point subsets)."""
-    units = {}
-    for line in store.read_text().splitlines()[1:]:
-        try:
-            u = json.loads(line)
-        except ValueError:
-            continue
-        units[u["kind"], u["i"]] = u["value"]
+    units = R.store_units(store)
     blocks = {i: v for (k, i), v in units.items() if k == "run"}
     if not blocks or sorted(blocks) != list(range(len(blocks))):
         raise SystemExit(f"{store}: the partition blocks are incomplete ({sorted(blocks)})")
@@ -134,12 +122,7 @@ def per_subset(d: dict, key: str, rule: str, comp: dict, ts_scale: float = 1.0,
         e = dev[:, None] + comp["s_emp"][None, :] * np.sqrt(ts_scale)
         below = (e < -h[:, None]).mean(1)
         return (np.abs(e) <= h[:, None]).mean(1), below, h, ok
-    sd = np.sqrt(max(comp["t_s"] * ts_scale, 0.0))
-    if sd > 0:
-        above, below = stats.norm.cdf((h - dev) / sd), stats.norm.cdf((-h - dev) / sd)
-    else:
-        above, below = (dev <= h).astype(float), (dev < -h).astype(float)
-    return above - below, below, h, ok
+    return (*R.covered(h, dev, comp["t_s"] * ts_scale), h, ok)
 
 
 def components(d: dict, key: str) -> dict:

@@ -38,13 +38,7 @@ def curve(store: Path) -> dict:
     n for a mean of per-pair terms, falling with n where the figure sharpens with more pairs."""
     import real_shadow_rules as R
     meta = json.loads(store.with_suffix(".meta.json").read_text())
-    rows = {}
-    for line in store.read_text().splitlines()[1:]:
-        try:
-            u = json.loads(line)
-        except ValueError:
-            continue
-        rows[u["i"]] = np.array(u["value"], float)
+    rows = {i: np.array(v, float) for (_, i), v in R.store_units(store).items()}
     sizes, m, keys, pool = meta["sizes"], meta["subsets"], meta["keys"], meta["n_pairs"]
     with warnings.catch_warnings():  # TPR at 4 pairs: never supported, nan
         warnings.simplefilter("ignore", RuntimeWarning)

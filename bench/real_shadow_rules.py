@@ -57,19 +57,26 @@ def half_width(r: np.ndarray, rule: str) -> np.ndarray:
     return (hi - lo) / 2
 
 
+def store_units(store: Path) -> dict:
+    """{(kind, i): value} of a resumable store's units (bnmem.attack.coverage.simulate_all);
+    the first line (the study's fingerprint) and a line a kill cut short are skipped."""
+    units = {}
+    for line in store.read_text().splitlines()[1:]:
+        try:
+            u = json.loads(line)
+        except ValueError:
+            continue
+        units[u["kind"], u["i"]] = u["value"]
+    return units
+
+
 def load(store: Path, subsets: int | None = None) -> dict:
     """The store's units: {"points": {key: [point subsets + coverage subsets]}, "cov": {key:
     [subsets, 5]} (point, V_p, V_s, V_b, V_j), "blocks": {key: [blocks, 1 + reweightings]},
     "n_pairs": the pool's pairs, "subsets": how many coverage subsets were read}; `subsets`:
     the first that many coverage subsets by index (the plan's count; fewer finished is an
     error), every finished one when None. key: "<comparison>/<read>"."""
-    units = {}
-    for line in store.read_text().splitlines()[1:]:  # the first line: the study's fingerprint
-        try:
-            u = json.loads(line)
-        except ValueError:  # a line a kill cut short
-            continue
-        units[u["kind"], u["i"]] = u["value"]
+    units = store_units(store)
     runs = {i: v for (k, i), v in units.items() if k == "run"}
     blocks = {i: v for i, v in runs.items() if len(next(x for k, x in v.items() if k != "pairs")) > 5}
     n_pairs = PAIRS * len(blocks)
@@ -123,14 +130,20 @@ def per_subset(d: dict, key: str, rule: str, comp: dict | None = None, ts_scale:
     dev = (r[:, 0] - c["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - PAIRS))
     ok = np.isfinite(h) & np.isfinite(dev)
     h, dev = h[ok], dev[ok]
-    sd = np.sqrt(max(c["t_s"] * ts_scale, 0.0))
+    return (*covered(h, dev, c["t_s"] * ts_scale), h, ok)
+
+
+def covered(h: np.ndarray, dev: np.ndarray, t_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(P(covered), P(wholly below the truth)) per subset of half-width h and pairs'
+    deviation dev, the samples' part s ~ N(0, t_s): e = dev + s is covered when -h <= e <= h;
+    the interval (point - h, point + h) lies wholly below the truth when e < -h (the point
+    understates it) and above when e > h."""
+    sd = np.sqrt(max(t_s, 0.0))
     if sd > 0:
         above, below = stats.norm.cdf((h - dev) / sd), stats.norm.cdf((-h - dev) / sd)
     else:
         above, below = (dev <= h).astype(float), (dev < -h).astype(float)
-    # e = dev + s: covered when -h <= e <= h; the interval (point - h, point + h) lies wholly
-    # below the truth when e < -h (the point understates it) and above when e > h
-    return above - below, below, h, ok
+    return above - below, below
 
 
 def coverage(d: dict, key: str, rule: str, comp: dict | None = None, ts_scale: float = 1.0) -> dict:
