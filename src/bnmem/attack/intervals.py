@@ -63,7 +63,9 @@ class IntervalPlan:
     - jackhalves / jackhalves_t / jackhalves_s: V_j + max(V_h, 0), V_h the "halves"
       design's covariance (the samples' part without the model-by-sample interaction,
       halves_covariance), with 1.96, t on P - 1 df, or t on Satterthwaite's df (V_j on
-      P - 1, V_h on the halves' reweightings less their splits);
+      P - 1, V_h on the halves' reweightings less their splits: too many, since V_h's noise
+      comes from each half's whole variance); none is in `mixed` (on real shadows none
+      qualified: bench/results/real_shadows_halves_plan.md);
     - mixed (the default, `mixed_procedure`): a rule per figure family and read
       (MIXED_RULES): jacksum for AUC, memorization and accuracies of one arm and at equal
       epochs or budgets, for the AUC difference at a matched criterion's common point and
