@@ -126,15 +126,12 @@ def per_subset(d: dict, key: str, rule: str, comp: dict, ts_scale: float = 1.0,
 
 
 def components(d: dict, key: str) -> dict:
-    """mu, T_p, T_s (real_shadow_rules.components' definitions) and the halves' mean V_h."""
-    pts = d["points"][key]
-    pts = pts[np.isfinite(pts)]
+    """real_shadow_rules.truth_parts (mu, T_p, T_s), B8, the centred empirical samples' part
+    and the halves' mean V_h and V_j."""
     blk = d["blocks"][key][:, 1:]
-    with np.errstate(invalid="ignore"):
-        t_s = float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)) if np.isfinite(blk).any() else np.nan
     mean = np.nanmean(blk, axis=0)
-    return {"mu": float(pts.mean()), "t_p": float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS),
-            "t_s": t_s, "b8": block_covariance(blk), "s_emp": mean[np.isfinite(mean)] - np.nanmean(mean),
+    return {**R.truth_parts(d, key), "b8": block_covariance(blk),
+            "s_emp": mean[np.isfinite(mean)] - np.nanmean(mean),
             "v_h": float(np.nanmean(d["hcov"][key][:, 1])), "v_j": float(np.nanmean(d["hcov"][key][:, 2]))}
 
 
@@ -169,11 +166,7 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
         per.append(full)
         covs.append(float(p.mean()) if p.size else np.nan)
         cal.append(float(h.mean()) / (Z * np.sqrt(comps[k]["t_p"] + comps[k]["t_s"])))
-        binds = (d["hcov"][k][:, 1] < 0)
-        if rule in HALVES:
-            binds = binds[ok]
-        else:  # today's rules read the main store's records: the same subsets, same order
-            binds = binds[ok] if ok.size == binds.size else np.zeros(p.size, bool)
+        binds = (d["hcov"][k][:, 1] < 0)[ok]  # the main store's subsets, same order (load)
         bound.append(p[binds])
         free.append(p[~binds])
         binds_all.append(binds)
@@ -306,12 +299,9 @@ def diagnose(d: dict) -> dict:
                 if f"{c}/{r}" in d["blocks"]]
         sums: dict[str, float] = {}
         for k in keys:
-            pts = d["points"][k]
-            pts = pts[np.isfinite(pts)]
-            blk = d["blocks"][k][:, 1:]
-            parts = {"t_p": float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS),
-                     "t_s": float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)),
-                     "b8": block_covariance(blk)}
+            truth = R.truth_parts(d, k)
+            parts = {"t_p": truth["t_p"], "t_s": truth["t_s"],
+                     "b8": block_covariance(d["blocks"][k][:, 1:])}
             if d.get("cov") and k in d["cov"]:
                 r = d["cov"][k]
                 parts |= {"v_p": np.nanmean(r[:, 1]), "v_s": np.nanmean(r[:, 2]), "v_j": np.nanmean(r[:, 4])}
@@ -335,9 +325,7 @@ def per_read(d: dict) -> dict:
         for c in R.COMPARISONS:
             for r in R.CLASSES[cls][0]:
                 k = f"{c}/{r}"
-                pts = d["points"][k]
-                pts = pts[np.isfinite(pts)]
-                t_p = float(pts.var(ddof=1)) * d["n_pairs"] / (d["n_pairs"] - R.PAIRS)
+                t_p = R.truth_parts(d, k)["t_p"]
                 vj = (np.nanmean(d["hcov"][k][:, 2]) if d.get("hcov") else np.nanmean(d["cov"][k][:, 4]))
                 vp = np.nanmean(d["cov"][k][:, 1]) if d.get("cov") and k in d["cov"] else None
                 out[cls, k] = (float(vj) / t_p, None if vp is None else float(vp) / t_p)

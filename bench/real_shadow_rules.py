@@ -103,21 +103,26 @@ def load(store: Path, subsets: int | None = None) -> dict:
             "n_pairs": n_pairs, "subsets": len(cov_idx)}
 
 
-def components(d: dict, key: str) -> dict:
-    """Truth and variance parts of one key: mu (the pool's mean point), T_p (a fresh run's
-    pairs' variance: the subsets' variance x P_pool / (P_pool - 8)), T_s (the variance over
-    shared reweightings of the blocks' mean), and the procedure's mean V_p, V_s, V_j."""
+def truth_parts(d: dict, key: str) -> dict:
+    """The truth's parts of one key: mu (the pool's mean point), T_p (a fresh run's pairs'
+    variance: the subsets' variance x P_pool / (P_pool - 8)), T_s (the variance over shared
+    reweightings of the blocks' mean), n_points."""
     pts = d["points"][key]
     pts = pts[np.isfinite(pts)]
     fpc = d["n_pairs"] / (d["n_pairs"] - PAIRS)
     blk = d["blocks"][key][:, 1:]  # [blocks, reweightings]
     with np.errstate(invalid="ignore"):
         t_s = float(np.nanvar(np.nanmean(blk, axis=0), ddof=1)) if np.isfinite(blk).any() else np.nan
-    r = d["cov"][key]
     return {"mu": float(pts.mean()) if pts.size else np.nan,
             "t_p": float(pts.var(ddof=1)) * fpc if pts.size > 1 else np.nan, "t_s": t_s,
-            "v_p": float(np.nanmean(r[:, 1])), "v_s": float(np.nanmean(r[:, 2])),
-            "v_j": float(np.nanmean(r[:, 4])), "n_points": int(pts.size)}
+            "n_points": int(pts.size)}
+
+
+def components(d: dict, key: str) -> dict:
+    """truth_parts and the procedure's mean V_p, V_s, V_j."""
+    r = d["cov"][key]
+    return {**truth_parts(d, key), "v_p": float(np.nanmean(r[:, 1])),
+            "v_s": float(np.nanmean(r[:, 2])), "v_j": float(np.nanmean(r[:, 4]))}
 
 
 def per_subset(d: dict, key: str, rule: str, comp: dict | None = None, ts_scale: float = 1.0
