@@ -179,6 +179,74 @@ def _halves(args: tuple) -> dict:
                     ("halves", "jackknife"), {"jackknife": design_levels()["jackknife"]})
 
 
+DELETED = (2, 3, 4)  # the delete-d jackknives' d (bench/results/real_shadows_deleted_plan.md)
+DELETED_ROWS = 28  # rows per d: all C(8, 2) = 28; 28 of C(8, 3) = 56; 14 complementary splits for d = 4
+
+
+def deleted_counts(n_pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """(pair counts [rows, P], {d: (start, stop)}) of the delete-d jackknives: each row
+    counts the pairs kept (1) after deleting d of them (0); for d = 2 every pair of pairs,
+    for d = 3 a random DELETED_ROWS of the C(P, 3) triples (without replacement), for d = P / 2
+    a random DELETED_ROWS / 2 of the complementary splits, both halves of each."""
+    from itertools import combinations
+    rows, seg = [], {}
+    for d in DELETED:
+        sets = list(combinations(range(n_pairs), d))
+        if 2 * d == n_pairs:  # complementary splits: the set holding pair 0, then its complement
+            first = [s for s in sets if 0 in s]
+            pick = rng.choice(len(first), DELETED_ROWS // 2, replace=False)
+            chosen = [x for i in pick for x in (first[i], tuple(sorted(set(range(n_pairs)) - set(first[i]))))]
+        elif len(sets) <= DELETED_ROWS:
+            chosen = sets
+        else:
+            chosen = [sets[i] for i in rng.choice(len(sets), DELETED_ROWS, replace=False)]
+        c = np.ones((len(chosen), n_pairs), np.int64)
+        for r, s in enumerate(chosen):
+            c[r, list(s)] = 0
+        seg[d] = (sum(len(x) for x in rows), sum(len(x) for x in rows) + len(c))
+        rows.append(c)
+    return np.vstack(rows), seg
+
+
+def deleted_variance(vals: np.ndarray, n_pairs: int, d: int) -> float:
+    """The delete-d jackknife's variance (Shao and Wu 1989) of rows `vals` (the figure with d
+    pairs deleted, over a sample of the C(P, d) subsets): (P - d) / d x (N - 1) / N x their
+    variance (ddof 1), N = C(P, d) (with every subset: (P - d) / (d N) sum (x - mean)^2); nan
+    unless every row is finite (a delete-d figure that is undefined, e.g. TPR without its
+    support, leaves it undefined)."""
+    from math import comb
+    if vals.size < 2 or not np.isfinite(vals).all():
+        return np.nan
+    n = comb(n_pairs, d)
+    return float((n_pairs - d) / d * (n - 1) / n * np.var(vals, ddof=1))
+
+
+def _deleted(args: tuple) -> dict:
+    """A coverage subset's delete-d jackknife rows (own seed stream): the point, the rows of
+    deleted_counts at the jackknife's production level, and the pairs' jackknife (P rows, a
+    check: point and V_j equal the halves store's); {comparison/read: [point, V_d for each d
+    of DELETED, V_jackknife]}."""
+    seed, unit, n_pairs, _, _ = args
+    kind = _DATA["kind"]
+    pairs = subset_pairs(seed, unit, n_pairs)
+    c_del, seg = deleted_counts(PAIRS, np.random.default_rng([seed, 0xDE1D, unit]))
+    c_jack = np.ones((PAIRS, PAIRS), np.int64) - np.eye(PAIRS, dtype=np.int64)
+    counts = np.vstack([np.ones((1, PAIRS), np.int64), c_del, c_jack])
+    weights = np.ones((len(counts), kind.size))
+    vals = rows(pairs, counts, weights, [((0, len(counts)), design_levels()["jackknife"])])
+    j0 = 1 + len(c_del)
+    plan = IntervalPlan("both", PAIRS, {"jackknife": (j0, j0 + PAIRS)})  # V_j as the pipeline's
+    out = {"pairs": pairs.tolist()}
+    for cmp, v in vals.items():
+        for j, name in enumerate(names(len(BUDGETS) + 1)):
+            x = v[:, j]
+            v_j = plan.variances(x)["jackknife"]
+            v_j = np.nan if v_j is None else v_j
+            out[f"{cmp}/{name}"] = [float(x[0]), *(deleted_variance(x[1 + a:1 + b], PAIRS, d)
+                                                   for d, (a, b) in seg.items()), v_j]
+    return out
+
+
 def _block(args: tuple) -> dict:
     """A partition block: {comparison/read: [point, then one value per shared reweighting]}."""
     seed, block, n_pairs, sample_draws, _ = args
@@ -194,7 +262,7 @@ def _block(args: tuple) -> dict:
 
 
 def _unit(args: tuple):
-    return {"block": _block, "subset": _coverage, "halves": _halves}[args[0]](args[1:])
+    return {"block": _block, "subset": _coverage, "halves": _halves, "deleted": _deleted}[args[0]](args[1:])
 
 
 def main() -> None:
@@ -211,25 +279,29 @@ def main() -> None:
     ap.add_argument("--halves", action="store_true",
                     help="only the halves rows of the first --subsets coverage subsets (a store "
                          "of its own beside the main one: real_shadows_halves_plan.md)")
+    ap.add_argument("--deleted", action="store_true",
+                    help="only the delete-d jackknives' rows of the first --subsets coverage "
+                         "subsets (a store of its own: real_shadows_deleted_plan.md)")
     a = ap.parse_args()
     t0 = time.time()
     _DATA.update(load(a.pool_dir))
     n_pairs = _DATA["arms"]["none"][-1]["keep"].shape[0] // 2
     if a.time_one:
         t1 = time.time()
-        (_halves if a.halves else _coverage)((a.seed, 0, n_pairs, a.draws, ""))
+        (_halves if a.halves else _deleted if a.deleted else _coverage)((a.seed, 0, n_pairs, a.draws, ""))
         print(f"one coverage subset: {time.time() - t1:.1f} s (load {t1 - t0:.1f} s)")
         t1 = time.time()
         _point((a.seed, 0, n_pairs, ""))
         print(f"one point subset: {time.time() - t1:.1f} s")
         return
     fp = fingerprint(a.pool_dir)
-    if a.halves:  # the halves rows of the coverage subsets, by the main store's unit numbers
-        run_args = [("halves", a.seed, u, n_pairs, a.draws, fp) for u in range(a.subsets)]
+    if a.halves or a.deleted:  # rows of the coverage subsets, by the main store's unit numbers
+        kind = "halves" if a.halves else "deleted"
+        run_args = [(kind, a.seed, u, n_pairs, a.draws, fp) for u in range(a.subsets)]
         _, done = simulate_all(_point, [], _unit, run_args, a.workers, a.store)
         meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
                 "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv),
-                "units": len(done), "variant": VARIANT, "halves": True}
+                "units": len(done), "variant": VARIANT, kind: True}
         a.store.with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(json.dumps(meta, indent=2))
         return
