@@ -1,0 +1,243 @@
+"""The analysis of bench/results/real_shadows_deleted_plan.md (fixed before any delete-d
+figure was computed): coverage on real shadows of the rules that read the pairs' variance
+from a delete-d jackknife (V_d, d = 2, 3, 4) plus the halves' samples' part (V_h).
+
+    python bench/real_shadow_deleted.py results/real_shadows_seed0.jsonl results/real_shadows_halves_seed0.jsonl results/real_shadows_deleted_seed0.jsonl --select
+    python bench/real_shadow_deleted.py <main> <halves> <deleted> --subsets 100 --confirm A=D3t,...
+
+The main store gives the truth (mu, T_p, T_s) and the blocks (B8); the halves store V_h per
+coverage subset; the delete-d store [point, V_2, V_3, V_4, V_j] per subset (its point and
+V_j must equal the halves store's: the same pairs). Coverage of a fresh run as in
+bench/real_shadow_rules.py.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_shadow_halves as H  # noqa: E402
+import real_shadow_rules as R  # noqa: E402
+from tpr_rules import Z  # noqa: E402
+
+DS = (2, 3, 4)
+RULES = tuple(f"D{d}{t}" for d in DS for t in ("", "t"))  # D2, D2t, D3, D3t, D4, D4t
+TPR_CLASSES = {"D", "G"}  # V_d alone (no V_h: a half lacks the support); d = 2, 3 only
+BANDS = {"select": (0.935, 0.965), "confirm": (0.93, 0.97)}
+T7 = float(stats.t.ppf(0.975, R.PAIRS - 1))
+
+
+def load(main: Path, halves: Path, deleted: Path, subsets: int = 200) -> dict:
+    """real_shadow_halves.load's dict plus "dcov": {key: [subsets, 5]} (point, V_2, V_3, V_4,
+    V_j) of the delete-d store's first `subsets` units, checked against the halves store."""
+    d = H.load(main, halves, subsets)
+    units = {i: v for (_, i), v in R.store_units(deleted).items()}
+    if sorted(units)[:subsets] != list(range(subsets)):
+        raise SystemExit(f"{deleted}: {len(units)} subsets finished, not the first {subsets} the plan reads")
+    d["dcov"] = {}
+    for k in d["hcov"]:
+        r = np.array([units[i][k] for i in range(subsets)], float)
+        a, b = r[:, [0, 4]], d["hcov"][k][:, [0, 2]]
+        if not ((a == b) | (np.isnan(a) & np.isnan(b))).all():
+            raise SystemExit(f"{deleted}: {k}: point / V_j differ from {halves}'s subsets")
+        d["dcov"][k] = r
+    return d
+
+
+def applies(rule: str, cls: str) -> bool:
+    return cls not in TPR_CLASSES or int(rule[1]) < 4
+
+
+def variance(d: dict, key: str, rule: str, cls: str, vh_scale: float = 1.0) -> np.ndarray:
+    """Per subset: V_d, plus max(V_h x vh_scale, 0) outside the TPR classes."""
+    v = d["dcov"][key][:, 1 + DS.index(int(rule[1]))]
+    if cls in TPR_CLASSES:
+        return v
+    return v + np.maximum(d["hcov"][key][:, 1] * vh_scale, 0.0)
+
+
+def half_width(d: dict, key: str, rule: str, cls: str, vh_scale: float = 1.0) -> np.ndarray:
+    return (T7 if rule.endswith("t") else Z) * np.sqrt(variance(d, key, rule, cls, vh_scale))
+
+
+def per_subset(d: dict, key: str, rule: str, cls: str, comp: dict, ts_scale: float = 1.0,
+               empirical: bool = False, vh_scale: float = 1.0):
+    """(P(covered), P(below), h, ok) per subset (real_shadow_halves.per_subset's for today's
+    rules)."""
+    if rule not in RULES:
+        return H.per_subset(d, key, rule, comp, ts_scale, empirical)
+    h = half_width(d, key, rule, cls, vh_scale)
+    dev = (d["dcov"][key][:, 0] - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+    ok = np.isfinite(h) & np.isfinite(dev)
+    h, dev = h[ok], dev[ok]
+    if empirical:
+        e = dev[:, None] + comp["s_emp"][None, :] * np.sqrt(ts_scale)
+        return (np.abs(e) <= h[:, None]).mean(1), (e < -h[:, None]).mean(1), h, ok
+    return (*R.covered(h, dev, comp["t_s"] * ts_scale), h, ok)
+
+
+def cell(d: dict, cls: str, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0,
+         empirical: bool = False, to_b8: bool = False) -> dict:
+    """A class's pooled figures under one rule (real_shadow_halves.cell's fields); to_b8: each
+    key's V_h rescaled so that its mean is B8 (gate (v'))."""
+    covs, cal, bound, free, per, undefined, n_rec = [], [], [], [], [], [], 0
+    for k in keys:
+        c = comps[k]
+        scale = max(c["b8"], 0.0) / c["v_h"] if to_b8 and c["v_h"] > 0 else 1.0
+        p, _, h, ok = per_subset(d, k, rule, cls, c, ts_scale, empirical, scale)
+        undefined.append(1 - ok.mean())
+        full = np.full(ok.size, np.nan)
+        full[ok] = p
+        per.append(full)
+        covs.append(float(p.mean()) if p.size else np.nan)
+        cal.append(float(h.mean()) / (Z * np.sqrt(c["t_p"] + c["t_s"])) if h.size else np.nan)
+        binds = ((d["hcov"][k][:, 1] < 0)[ok] if cls not in TPR_CLASSES or rule not in RULES
+                 else np.zeros(ok.sum(), bool))
+        bound.append(p[binds])
+        free.append(p[~binds])
+        n_rec += ok.sum()
+    b, f = np.concatenate(bound), np.concatenate(free)
+    per = np.array(per)
+    idx = np.random.default_rng(0).integers(0, per.shape[1], (500, per.shape[1]))
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample with an all-nan key
+        boot = np.array([np.nanmean(np.nanmean(per[:, i], axis=1)) for i in idx])
+    return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs)),
+            "max": float(np.nanmax(covs)), "width_calibrated": float(np.nanmean(cal)),
+            "share": b.size / max(n_rec, 1), "n_bound": int(b.size),
+            "bound": float(b.mean()) if b.size else np.nan, "free": float(f.mean()) if f.size else np.nan,
+            "range": [float(np.nanpercentile(boot, 2.5)), float(np.nanpercentile(boot, 97.5))],
+            "undefined": float(np.mean(undefined))}
+
+
+def table(d: dict) -> dict:
+    """{class: {"today": rule, "rules": {rule: cell + ts15, emp, b8 (gate v')}, "vd_tp":
+    {d: V_d / T_p (ratio of sums over the keys)}}}."""
+    out = {}
+    for cls, (_, today) in R.CLASSES.items():
+        keys = H.class_keys(d, cls)
+        comps = {k: H.components(d, k) for k in keys}
+        rules = {}
+        for rule in ((today,) if d["has_cov"] else ()) + tuple(r for r in RULES if applies(r, cls)):
+            c = cell(d, cls, keys, comps, rule)
+            c["ts15"] = cell(d, cls, keys, comps, rule, 1.5)
+            c["emp"] = cell(d, cls, keys, comps, rule, empirical=True)
+            c["b8"] = cell(d, cls, keys, comps, rule, to_b8=True) if rule in RULES else c
+            rules[rule] = c
+        tp = sum(comps[k]["t_p"] for k in keys)
+        vd = {dd: sum(float(np.nanmean(d["dcov"][k][:, 1 + DS.index(dd)])) for k in keys) / tp
+              for dd in DS}
+        vd["j"] = sum(float(np.nanmean(d["dcov"][k][:, 4])) for k in keys) / tp
+        out[cls] = {"today": today, "rules": rules, "vd_tp": vd}
+    return out
+
+
+def passes(c: dict, band: tuple[float, float]) -> tuple[bool, str]:
+    """The plan's criteria (i)-(vi) with pooled band `band`: (ok, why not)."""
+    why = []
+    if not band[0] <= c["coverage"] <= band[1]:
+        why.append(f"pooled {c['coverage']:.3f}")
+    if c["min"] < 0.92:
+        why.append(f"lowest key {c['min']:.3f}")
+    if not 0.93 <= c["free"] <= 0.97:
+        why.append(f"where the floor is free {c['free']:.3f}")
+    if c["n_bound"] >= H.MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
+        why.append(f"where the floor binds {c['bound']:.3f}")
+    if c["ts15"]["min"] < 0.92:
+        why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
+    if not band[0] <= c["b8"]["coverage"] <= band[1]:
+        why.append(f"pooled with V_h at B8 {c['b8']['coverage']:.3f}")
+    if not band[0] <= c["emp"]["coverage"] <= band[1]:
+        why.append(f"pooled with the empirical samples' part {c['emp']['coverage']:.3f}")
+    return not why, "; ".join(why)
+
+
+def select(tab: dict, cls: str) -> tuple[str, str]:
+    """Selection (pool A): the narrowest qualifier by width over today's (ties: smaller d,
+    z before t); none: today's."""
+    t = tab[cls]
+    cands = [r for r in RULES if r in t["rules"]]
+    res = {r: passes(t["rules"][r], BANDS["select"]) for r in cands}
+    ok = [r for r, (good, _) in res.items() if good]
+    if not ok:
+        return t["today"], "none qualifies: today's stays (" + "; ".join(
+            f"{r}: {why}" for r, (_, why) in res.items()) + ")"
+    today_w = t["rules"][t["today"]]["width_calibrated"]
+    best = min(ok, key=lambda r: (round(t["rules"][r]["width_calibrated"] / today_w, 9), RULES.index(r)))
+    return best, (f"qualifies ({', '.join(ok)}); width "
+                  f"{t['rules'][best]['width_calibrated'] / today_w:.3f} x today's")
+
+
+def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
+             confirm: dict | None = None) -> str:
+    L = [f"# {title}", "",
+         f"{d['subsets']} coverage subsets of 8 pairs from a pool of {d['n_pairs']} real shadow "
+         "pairs per arm (bench/real_shadow_deleted.py; plan: real_shadows_deleted_plan.md). "
+         "Nominal 0.95, target 0.93-0.97; pooled over the class's reads and the three "
+         "comparisons. Dd: V_d + max(V_h, 0) with 1.96 (the TPR classes: V_d alone); Ddt: with "
+         "t(7).", "",
+         "| class | rule | coverage [95 % range] (lowest-highest key) | width / calibrated | floor "
+         "binds (records) | where it binds / not | T_s x 1.5: coverage (lowest key) | empirical "
+         "samples' part | V_h at B8 |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    for cls, t in tab.items():
+        for rule, c in t["rules"].items():
+            tag = " (today)" if rule == t["today"] else ""
+            nm = H.name(rule) if rule not in RULES else rule
+            L.append(f"| {cls}: {R.LABEL[cls]} | {nm}{tag} | {c['coverage']:.3f} "
+                     f"[{c['range'][0]:.3f}, {c['range'][1]:.3f}] ({c['min']:.3f}-{c['max']:.3f}) | "
+                     f"{c['width_calibrated']:.2f} | {c['share']:.2f} ({c['n_bound']}) | "
+                     f"{c['bound']:.3f} / {c['free']:.3f} | "
+                     f"{c['ts15']['coverage']:.3f} ({c['ts15']['min']:.3f}) | {c['emp']['coverage']:.3f} | "
+                     f"{c['b8']['coverage']:.3f} |")
+    L += ["", "Width / calibrated: mean half-width over 1.96 sqrt(T_p + T_s) (mean over keys). "
+          "Floor binds: V_h < 0. 95 % range: the pooled coverage over 500 resamplings of the "
+          "subsets (Monte Carlo only).", "",
+          "**V_d / T_p** per class (ratios of sums over the keys; d = 2 / 3 / 4, and the "
+          "delete-one jackknife V_j): "
+          + "; ".join(f"{cls} " + " / ".join(f"{t['vd_tp'][x]:.2f}" for x in (*DS, "j"))
+                      for cls, t in tab.items()) + ".", ""]
+    if chosen:
+        L += ["## Selection (the plan's rule, pool A)", ""] + [
+            f"- {c}: {H.name(r) if r not in RULES else r} ({why})" for c, (r, why) in chosen.items()] + [""]
+    if confirm:
+        L += ["## Confirmation", ""] + [
+            f"- {c}: {r}: " + ("**confirmed**" if ok else f"NOT confirmed ({why})")
+            for c, (r, ok, why) in confirm.items()] + [""]
+    return "\n".join(L)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("main", type=Path)
+    ap.add_argument("halves", type=Path)
+    ap.add_argument("deleted", type=Path)
+    ap.add_argument("--subsets", type=int, default=200)
+    ap.add_argument("--select", action="store_true")
+    ap.add_argument("--confirm", default="", help="class=rule,... (D2, D2t, ...)")
+    ap.add_argument("--title", default="Real shadows: the delete-d jackknives' rules")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    d = load(a.main, a.halves, a.deleted, a.subsets)
+    tab = table(d)
+    chosen = {c: select(tab, c) for c in R.CLASSES} if a.select else None
+    conf = None
+    if a.confirm:
+        conf = {}
+        for item in a.confirm.split(","):
+            c, r = item.split("=")
+            ok, why = passes(tab[c]["rules"][r], BANDS["confirm"])
+            conf[c] = (r, ok, why)
+    text = markdown(tab, d, a.title, chosen, conf)
+    if a.out:
+        a.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
