@@ -44,8 +44,9 @@ from bnmem.attack import frontier  # noqa: E402
 from bnmem.attack.coverage import simulate_all  # noqa: E402
 from bnmem.attack.coverage_matched import COMPARED, FIGURES  # noqa: E402
 from bnmem.attack.intervals import IntervalPlan, design_levels  # noqa: E402
+from bnmem.attack.intervals import deleted_variance as intervals_deleted_variance  # noqa: E402
 from bnmem.attack.lira import PairSignals  # noqa: E402
-from bnmem.attack.resample import arm_draw, draw_designs  # noqa: E402
+from bnmem.attack.resample import arm_draw, deleted_rows, draw_designs  # noqa: E402
 from bnmem.attack.roc import bootstrap_weights  # noqa: E402
 from bnmem.attack.signals import load_shadow  # noqa: E402
 from bnmem.attack.stage import comparison_pairs, headline_variant  # noqa: E402
@@ -184,41 +185,23 @@ DELETED_ROWS = 28  # rows per d: all C(8, 2) = 28; 28 of C(8, 3) = 56; 14 comple
 
 
 def deleted_counts(n_pairs: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
-    """(pair counts [rows, P], {d: (start, stop)}) of the delete-d jackknives: each row
-    counts the pairs kept (1) after deleting d of them (0); for d = 2 every pair of pairs,
-    for d = 3 a random DELETED_ROWS of the C(P, 3) triples (without replacement), for d = P / 2
-    a random DELETED_ROWS / 2 of the complementary splits, both halves of each."""
-    from itertools import combinations
+    """(pair counts [rows, P], {d: (start, stop)}) of the delete-d jackknives for d in DELETED
+    (bnmem.attack.resample.deleted_rows, DELETED_ROWS each, in that order from `rng`): for
+    d = 2 every pair of pairs, for d = 3 a random 28 of the 56 triples, for d = 4 a random 14
+    of the 35 complementary splits, both halves of each."""
     rows, seg = [], {}
     for d in DELETED:
-        sets = list(combinations(range(n_pairs), d))
-        if 2 * d == n_pairs:  # complementary splits: the set holding pair 0, then its complement
-            first = [s for s in sets if 0 in s]
-            pick = rng.choice(len(first), DELETED_ROWS // 2, replace=False)
-            chosen = [x for i in pick for x in (first[i], tuple(sorted(set(range(n_pairs)) - set(first[i]))))]
-        elif len(sets) <= DELETED_ROWS:
-            chosen = sets
-        else:
-            chosen = [sets[i] for i in rng.choice(len(sets), DELETED_ROWS, replace=False)]
-        c = np.ones((len(chosen), n_pairs), np.int64)
-        for r, s in enumerate(chosen):
-            c[r, list(s)] = 0
-        seg[d] = (sum(len(x) for x in rows), sum(len(x) for x in rows) + len(c))
+        c = deleted_rows(n_pairs, d, rng, DELETED_ROWS)
+        start = sum(len(x) for x in rows)
+        seg[d] = (start, start + len(c))
         rows.append(c)
     return np.vstack(rows), seg
 
 
 def deleted_variance(vals: np.ndarray, n_pairs: int, d: int) -> float:
-    """The delete-d jackknife's variance (Shao and Wu 1989) of rows `vals` (the figure with d
-    pairs deleted, over a sample of the C(P, d) subsets): (P - d) / d x (N - 1) / N x their
-    variance (ddof 1), N = C(P, d) (with every subset: (P - d) / (d N) sum (x - mean)^2); nan
-    unless every row is finite (a delete-d figure that is undefined, e.g. TPR without its
-    support, leaves it undefined)."""
-    from math import comb
-    if vals.size < 2 or not np.isfinite(vals).all():
-        return np.nan
-    n = comb(n_pairs, d)
-    return float((n_pairs - d) / d * (n - 1) / n * np.var(vals, ddof=1))
+    """bnmem.attack.intervals.deleted_variance, nan where it is undefined (a row not finite)."""
+    v = intervals_deleted_variance(vals, n_pairs, d)
+    return np.nan if v is None else v
 
 
 def _deleted(args: tuple) -> dict:

@@ -119,3 +119,74 @@ def test_selection_takes_the_narrowest_qualifier_and_keeps_todays_when_none():
     assert rsd.select(tab, "A")[0] == "D2"
     tab["A"]["rules"]["D2"] = {**good, "min": 0.91}
     assert rsd.select(tab, "A")[0] == "C8"
+
+
+# the pipeline's delete-d designs and rules (bnmem.attack.intervals / resample)
+
+def test_the_pipelines_deleted_rows_are_the_studys_and_none_at_another_pair_count():
+    from bnmem.attack.resample import deleted_rows
+    c, seg = rsc.deleted_counts(8, np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    for d in (2, 3, 4):
+        assert np.array_equal(deleted_rows(8, d, rng), c[slice(*seg[d])])
+    assert deleted_rows(16, 4, np.random.default_rng(0)).shape == (0, 16)
+
+
+def test_draw_designs_lays_out_the_deleted_segments_last():
+    from bnmem.attack.resample import draw_designs
+    kind = np.zeros(30, int)
+    names = ("jackknife", "samples", "halves", "delete4", "delete3")
+    counts, weights, seg = draw_designs(kind, 8, 20, np.random.default_rng(2), names)
+    assert seg["delete4"] == (49, 77) and seg["delete3"] == (77, 105)
+    assert ((counts[49:77] == 0).sum(1) == 4).all() and ((counts[77:] == 0).sum(1) == 3).all()
+    assert (weights[49:] == 1).all()
+    c0, w0, _ = draw_designs(kind, 8, 20, np.random.default_rng(2), names[:3])
+    assert np.array_equal(counts[:49], c0) and np.array_equal(weights[:49], w0)
+    c16, _, seg16 = draw_designs(kind, 16, 20, np.random.default_rng(2), names)
+    assert seg16["delete4"][0] == seg16["delete4"][1] == seg16["delete3"][1]  # empty at 16 pairs
+
+
+def test_the_pipelines_deleted_rules_equal_the_analysis():
+    """IntervalPlan's delete4_halves / delete3 give the half-widths the study scores (D4 and
+    D3 of bench/real_shadow_deleted.py: V_4 + max(V_h, 0), V_3 alone, 1.96), from rows."""
+    from bnmem.attack.intervals import IntervalPlan, designs
+    rng = np.random.default_rng(9)
+    rows4, rows3 = rng.normal(0, 0.01, 28), rng.normal(0, 0.01, 28)
+    v4, v3 = rsc.deleted_variance(rows4, 8, 4), rsc.deleted_variance(rows3, 8, 3)
+    seg = {"delete4": (1, 29), "delete3": (29, 57)}
+    var = IntervalPlan("delete3", 8, seg).variances(np.concatenate([[0.0], rows4, rows3]))
+    assert var["delete4"] == v4 and var["delete3"] == v3
+    for vh in (-1e-5, 2e-5):
+        lo, hi = IntervalPlan("delete4_halves", 8, {}).ci_from(0.01, {"delete4": v4, "halves": vh})
+        assert (hi - lo) / 2 == pytest.approx(1.96 * np.sqrt(v4 + max(vh, 0.0)), rel=1e-12)
+    lo, hi = IntervalPlan("delete3", 8, {}).ci_from(0.0, {"delete3": v3})
+    assert hi == pytest.approx(1.96 * np.sqrt(v3), rel=1e-12)
+    assert designs("delete4_halves") == ("delete4", "halves") and designs("delete3") == ("delete3",)
+    rows3[4] = np.nan                                        # a subset's figure undefined
+    assert IntervalPlan("delete3", 8, seg).variances(np.concatenate([[0.0], rows4, rows3]))["delete3"] is None
+
+
+def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
+    from bnmem.attack import intervals as I
+    monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), "delete4_halves")
+    monkeypatch.setitem(I.HALVES_FALLBACK, ("auc", "common"), "jacksum")
+    monkeypatch.setitem(I.MIXED_RULES, ("tpr", "common"), "delete3")
+    monkeypatch.setitem(I.HALVES_FALLBACK, ("tpr", "common"), "pairs_t")
+    var = {"jackknife": 4e-4, "samples": 3e-4, "pairs": 2e-4, "halves": 1e-4, "delete4": 2e-4,
+           "delete3": 3e-4}
+    ok = I.IntervalPlan("mixed", 8, {"halves": (9, 109)})
+    assert ok.ci_from(0.0, var, "auc_all@common")[1] == pytest.approx(1.96 * np.sqrt(3e-4))
+    assert ok.ci_from(0.0, var, "tpr_low_all@common")[1] == pytest.approx(1.96 * np.sqrt(3e-4))
+    jacksum, pairs_t = 1.96 * np.sqrt(7e-4), None
+    assert ok.ci_from(0.0, {**var, "delete4": None}, "auc_all@common")[1] == pytest.approx(jacksum)
+    assert ok.ci_from(0.0, {**var, "halves": None}, "auc_all@common")[1] == pytest.approx(jacksum)
+    assert I.IntervalPlan("mixed", 8, {"halves": (9, 49)}).ci_from(0.0, var, "auc_all@common")[1] \
+        == pytest.approx(jacksum)                             # V_h from too few reweightings
+    assert I.IntervalPlan("mixed", 16, {"halves": (9, 109)}).ci_from(0.0, var, "auc_all@common")[1] \
+        == pytest.approx(jacksum)                             # another pair count
+    from scipy import stats
+    pairs_t = float(stats.t.ppf(0.975, 7)) * np.sqrt(2e-4)
+    assert ok.ci_from(0.0, {**var, "delete3": None}, "tpr_low_all@common")[1] == pytest.approx(pairs_t)
+    assert {"delete4", "delete3", "halves"} <= set(I._mixed_designs())
+    with pytest.raises(RuntimeError, match="without a HALVES_FALLBACK"):
+        I.check_halves_rules({("auc", "equal"): "delete4_halves"}, {})

@@ -37,6 +37,14 @@ def variance_from_sd(sd: float | None) -> float | None:
 # (V_j + max(V_h, 0), V_h the "halves" design's covariance), with 1.96, t on P - 1 df, or
 # t on Satterthwaite's df (bench/results/real_shadows_halves_plan.md)
 HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
+# the delete-d jackknives' rules (bench/results/real_shadows_deleted_plan.md): the pairs'
+# variance with d pairs deleted at a time (the "delete<d>" designs), alone (TPR: no V_h) or
+# with the halves' samples' part, with 1.96
+DELETED_DESIGNS = {"delete3": 3, "delete4": 4}  # design: d
+DELETED_PROCEDURES = ("delete3", "delete4_halves")
+DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
+# rules read on real shadows at 8 pairs only, each with the rule it replaced elsewhere
+REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES
 
 # every procedure a coverage study can measure: the pipeline's attack.interval options plus
 # the two `mixed` may read per figure: pairs_t and jackknife_t (Student t on the pairs)
@@ -109,6 +117,9 @@ class IntervalPlan:
                 var[name] = (ok.size - 1) / ok.size * float(((ok - ok.mean()) ** 2).sum())
             elif name == "halves":  # covariance of the two halves' rows over shared reweightings
                 var[name] = halves_covariance(seg, min_share)
+            elif name in DELETED_DESIGNS:  # every row needed (a subset's figure undefined: none)
+                var[name] = (deleted_variance(seg, self.n_units, DELETED_DESIGNS[name])
+                             if ok.size == seg.size else None)
             else:
                 shrink = self.n_units / max(self.n_units - 1, 1) if name != "samples" else 1.0
                 var[name] = float(ok.var(ddof=1)) * shrink
@@ -141,10 +152,12 @@ class IntervalPlan:
         if procedure == "mixed":
             procedure = mixed_procedure(figure, self.n_units)
             seg = self.segments.get("halves")
-            if procedure in HALVES_PROCEDURES and (
-                    var.get("halves") is None or not seg
-                    or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED):
-                procedure = halves_fallback(figure)  # V_h undefined or from too few reweightings
+            if procedure in REAL_SHADOW_PROCEDURES and (
+                    any(var.get(d) is None for d in designs(procedure))
+                    or ("halves" in designs(procedure)
+                        and (not seg or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED))):
+                # a design's variance undefined, or V_h from too few reweightings
+                procedure = halves_fallback(figure)
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
@@ -155,7 +168,9 @@ class IntervalPlan:
              "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
              "jackknife_t": lambda: var["jackknife"],
              "jacksum": lambda: var["jackknife"] + var["samples"],
-             **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES}
+             **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
+             "delete3": lambda: var["delete3"],
+             "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
              }[procedure]()
         df = None
         if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
@@ -174,6 +189,21 @@ class IntervalPlan:
             z = float(stdtrit(df, 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
+
+
+def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:
+    """The delete-d jackknife's variance (Shao and Wu 1989) from rows that each hold the
+    figure with d of the `n_pairs` pairs deleted, over a sample of the N = C(P, d) subsets
+    (resample.deleted_rows): (P - d) / d x (N - 1) / N x their variance (ddof 1); over every
+    subset that is (P - d) / (d N) sum (x - mean)^2, exact for a mean of per-pair terms at
+    every d. Unlike the delete-one jackknife (d = 1), it reads the variance of a median (the
+    attack's per-sample location) for d about P / 2. None with fewer than two rows."""
+    from math import comb
+    rows = np.asarray(rows, dtype=np.float64)
+    if rows.size < 2 or not np.isfinite(rows).all():
+        return None
+    n = comb(n_pairs, d)
+    return float((n_pairs - d) / d * (n - 1) / n * np.var(rows, ddof=1))
 
 
 HALVES_SPLITS = 5  # random splits of the pairs per "halves" segment, each for a run of reweightings
@@ -266,7 +296,7 @@ HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
 def check_halves_rules(rules: dict, fallback: dict) -> None:
     """Every MIXED_RULES entry naming a halves' rule needs a HALVES_FALLBACK entry (the rule
     for other pair counts, too few reweightings, an undefined V_h or an unstudied read)."""
-    missing = [k for k, p in rules.items() if p in HALVES_PROCEDURES and k not in fallback]
+    missing = [k for k, p in rules.items() if p in REAL_SHADOW_PROCEDURES and k not in fallback]
     if missing:
         raise RuntimeError(f"MIXED_RULES {missing}: a halves' rule without a HALVES_FALLBACK entry")
 
@@ -309,7 +339,7 @@ def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     if read not in READS:
         raise ValueError(f"figure {figure!r}: read {read!r} is not one of {', '.join(READS)}")
     proc = rules_for(n_pairs)[(family(key), read)]
-    if proc in HALVES_PROCEDURES and key in HALVES_NOT_STUDIED:
+    if proc in REAL_SHADOW_PROCEDURES and key in HALVES_NOT_STUDIED:
         return halves_fallback(figure)
     return proc
 
@@ -356,7 +386,8 @@ def _mixed_designs() -> tuple[str, ...]:
     procs = (set(MIXED_RULES.values()) | set(HALVES_FALLBACK.values())
              | ({TPR_RULE_MANY_PAIRS} if TPR_RULE_MANY_PAIRS else set()))
     need = {d for proc in procs for d in designs(proc)}
-    return tuple(d for d in ("jackknife", "samples", "pairs", "both", "halves") if d in need)
+    return tuple(d for d in ("jackknife", "samples", "pairs", "both", "halves", "delete4", "delete3")
+                 if d in need)
 
 
 def designs(procedure: str) -> tuple[str, ...]:
@@ -366,7 +397,8 @@ def designs(procedure: str) -> tuple[str, ...]:
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
             "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
             "jackknife_t": ("jackknife",),
-            **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES}}[procedure] \
+            **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES},
+            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves")}[procedure] \
         if procedure != "mixed" else _mixed_designs()
 
 

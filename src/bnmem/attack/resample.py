@@ -22,7 +22,8 @@ import numpy as np
 
 from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
-from bnmem.attack.intervals import IntervalPlan, designs, halves_groups
+from bnmem.attack.intervals import (DELETED_DESIGNS, DELETED_ROWS, HALVES_PAIRS, IntervalPlan,
+                                    designs, halves_groups)
 from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
@@ -46,7 +47,9 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
     together ("both"); P for the jackknife (each pair left out once, samples fixed); for
     "halves", 2 (n_boot // 2) rows in twos that share one stratified sample reweighting,
     the first on a random half of the pairs and the second on the other half (each half's
-    pairs weighted to P in all: `halves_rows`)."""
+    pairs weighted to P in all: `halves_rows`); for "delete<d>", the pairs' delete-d
+    jackknife's rows at HALVES_PAIRS pairs (`deleted_rows`; none at another count, whose
+    rules do not read them)."""
     counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
     ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
     for design in names:
@@ -55,6 +58,9 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
             w = np.ones((n_pairs, kind.size))
         elif design == "halves":
             c, w = halves_rows(kind, n_pairs, n_boot // 2, rng)
+        elif design in DELETED_DESIGNS:
+            c = deleted_rows(n_pairs, DELETED_DESIGNS[design], rng)
+            w = np.ones((len(c), kind.size))
         else:
             c = (rng.multinomial(n_pairs, np.full(n_pairs, 1.0 / n_pairs), size=n_boot)
                  if design != "samples" else ones_c)
@@ -90,6 +96,31 @@ def halves_rows(kind: np.ndarray, n_pairs: int, n_shared: int, rng: np.random.Ge
             counts[np.ix_(2 * group + j, part)] = c
     w = bootstrap_weights(kind, n_shared, rng)
     return counts, np.repeat(w, 2, axis=0)
+
+
+def deleted_rows(n_pairs: int, d: int, rng: np.random.Generator,
+                 n_rows: int = DELETED_ROWS) -> np.ndarray:
+    """Pair counts [rows, P] of the delete-d jackknife: each row keeps the pairs (1) but d
+    (0); every d-subset where C(P, d) <= n_rows, for d = P / 2 a random n_rows / 2 of the
+    complementary splits (both halves each), else a random n_rows of the d-subsets (without
+    replacement). Only at HALVES_PAIRS pairs (the real-shadow study's count; no rows at
+    another: its rules fall back there)."""
+    from itertools import combinations
+    if n_pairs != HALVES_PAIRS:
+        return np.ones((0, n_pairs), np.int64)
+    sets = list(combinations(range(n_pairs), d))
+    if 2 * d == n_pairs:  # the set holding pair 0, then its complement
+        first = [s for s in sets if 0 in s]
+        pick = rng.choice(len(first), n_rows // 2, replace=False)
+        chosen = [x for i in pick for x in (first[i], tuple(sorted(set(range(n_pairs)) - set(first[i]))))]
+    elif len(sets) <= n_rows:
+        chosen = sets
+    else:
+        chosen = [sets[i] for i in rng.choice(len(sets), n_rows, replace=False)]
+    c = np.ones((len(chosen), n_pairs), np.int64)
+    for r, s in enumerate(chosen):
+        c[r, list(s)] = 0
+    return c
 
 
 def _model_weights(ps: PairSignals, counts: np.ndarray, m: int) -> np.ndarray:
