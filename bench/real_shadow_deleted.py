@@ -201,7 +201,11 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
           "**V_d / T_p** per class (ratios of sums over the keys; d = 2 / 3 / 4, and the "
           "delete-one jackknife V_j): "
           + "; ".join(f"{cls} " + " / ".join(f"{t['vd_tp'][x]:.2f}" for x in (*DS, "j"))
-                      for cls, t in tab.items()) + ".", ""]
+                      for cls, t in tab.items()) + ".", "",
+          "Undefined records (share of the class's records without an interval; the plan's "
+          "report): " + "; ".join(f"{cls} " + ", ".join(f"{r} {c['undefined']:.3f}" for r, c in t["rules"].items()
+                                                       if r in RULES)
+                                  for cls, t in tab.items()) + ".", ""]
     if chosen:
         L += ["## Selection (the plan's rule, pool A)", ""] + [
             f"- {c}: {H.name(r) if r not in RULES else r} ({why})" for c, (r, why) in chosen.items()] + [""]
