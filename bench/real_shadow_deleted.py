@@ -137,6 +137,23 @@ def table(d: dict) -> dict:
     return out
 
 
+def oracle(d: dict, cls: str) -> dict:
+    """After a review of the outcome (reported, not in the plan's rules): the class's pooled
+    coverage of an interval of the true width, 1.96 sqrt(T_p + T_s) (what the figures' tails
+    leave at the right variance), and D4's variance over the truth's, (V_4 + max(V_h, 0)) /
+    (T_p + T_s) (V_4 alone for TPR), as a ratio of sums over the class's keys."""
+    covs, num, den = [], 0.0, 0.0
+    for k in H.class_keys(d, cls):
+        c = H.components(d, k)
+        dev = (d["dcov"][k][:, 0] - c["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+        dev = dev[np.isfinite(dev)]
+        covs.append(float(R.covered(np.full(dev.size, Z * np.sqrt(c["t_p"] + c["t_s"])), dev,
+                                    c["t_s"])[0].mean()))
+        num += float(np.nanmean(variance(d, k, "D4", cls)))
+        den += c["t_p"] + c["t_s"]
+    return {"coverage": float(np.mean(covs)), "d4_over_truth": num / den}
+
+
 def passes(c: dict, band: tuple[float, float]) -> tuple[bool, str]:
     """The plan's criteria (i)-(vi) with pooled band `band`: (ok, why not)."""
     why = []
@@ -202,6 +219,10 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
           "delete-one jackknife V_j): "
           + "; ".join(f"{cls} " + " / ".join(f"{t['vd_tp'][x]:.2f}" for x in (*DS, "j"))
                       for cls, t in tab.items()) + ".", "",
+          "After a review of the outcome (reported): an interval of the true width, 1.96 "
+          "sqrt(T_p + T_s), covers / (V_4 + max(V_h, 0)) over (T_p + T_s): "
+          + "; ".join(f"{cls} {o['coverage']:.3f} / {o['d4_over_truth']:.2f}"
+                      for cls, o in ((c, oracle(d, c)) for c in tab)) + ".", "",
           "Undefined records (share of the class's records without an interval; the plan's "
           "report): " + "; ".join(f"{cls} " + ", ".join(f"{r} {c['undefined']:.3f}" for r, c in t["rules"].items()
                                                        if r in RULES)
