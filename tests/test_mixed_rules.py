@@ -5,7 +5,8 @@ rule its read names."""
 import numpy as np
 import pytest
 
-from bnmem.attack.intervals import (MIXED_RULES, READS, IntervalPlan, designs, family,
+from bnmem.attack.intervals import (DELETED_PROCEDURES, DELETED_STUDIED, HALVES_FALLBACK,
+                                    MIXED_RULES, READS, IntervalPlan, designs, family,
                                     mixed_procedure)
 from conftest import load_script
 
@@ -36,7 +37,8 @@ def test_the_studys_candidates_are_the_pipelines_procedures(rule):
 
 
 def test_mixed_reads_every_family_and_read_from_its_rule():
-    draws = _draws(8)
+    draws = np.r_[_draws(8), 0.02 + np.random.default_rng(18).normal(0, 0.004, 128)]
+    SEGMENTS = {**globals()["SEGMENTS"], "halves": (309, 409), "delete4": (409, 437)}
     mixed = IntervalPlan("mixed", 8, {d: SEGMENTS[d] for d in designs("mixed")})
     for fig, fam in (("auc_all", "auc"), ("auc_clean", "auc"), ("fz_ood", "mem"),
                      ("in_acc_flipped", "mem"), ("tpr_low_all", "tpr"), ("tpr_vlow_all", "tpr"),
@@ -44,6 +46,8 @@ def test_mixed_reads_every_family_and_read_from_its_rule():
         assert family(fig) == fam
         for read in READS:
             proc = MIXED_RULES[(fam, read)]
+            if proc in DELETED_PROCEDURES and fig not in DELETED_STUDIED:  # studied on auc_all only
+                proc = HALVES_FALLBACK[(fam, read)]
             tagged = fig if read == "one" else f"{fig}@{read}"
             assert mixed_procedure(tagged) == proc
             ref = IntervalPlan(proc, 8, {d: SEGMENTS[d] for d in designs(proc)})
@@ -89,16 +93,21 @@ def test_frontier_reads_are_tagged_with_their_read():
     assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
 
 
+REAL = {"halves": "full", "delete4": "full"}  # delete4_halves for AUC at equal epochs (the curve)
+
+
 @pytest.mark.parametrize("change, level", [
-    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
+    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
     ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read
-     {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints"}),
+     {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints", **REAL}),
     ({("auc", "equal"): "both"},  # auc_identity@equal is the per-epoch curve's last epoch
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full"}),
     ({("mem", "one"): "both"},  # the per-epoch curve reads it
-     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full"}),
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
     ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum"},  # TPR alone: no curve, no subset
-     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean"}),
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean", **REAL}),
+    ({("auc", "overlap"): "jacksum", ("auc", "equal"): "jacksum"},  # no joint, halves or delete-4 rule
+     {"jackknife": "full", "samples": "full", "pairs": "lean"}),
 ])
 def test_row_levels_follow_what_each_design_is_read_for(change, level):
     """A design's rows skip the per-epoch figures (endpoints) only if no rule that reads the
@@ -120,7 +129,7 @@ def test_row_levels_follow_what_each_design_is_read_for(change, level):
     {("auc", "common"): "pairs_t"},  # pairs rows at endpoints level
     {("auc", "equal"): "both", ("auc", "overlap"): "jacksum"},  # joint rows read by the curve
     {("tpr", "common"): "both", ("auc", "overlap"): "jacksum",
-     ("auc", "common"): "jacksum"},  # pairs and joint rows lean (TPR only)
+     ("auc", "common"): "jacksum"},  # pairs rows lean (TPR only); joint rows the fallback's
 ])
 def test_the_stages_row_levels_leave_every_interval_as_full_rows_give_it(change):
     """The attack stage's bootstrap with each design at its level (design_levels) gives every
@@ -220,7 +229,8 @@ def test_tpr_rule_above_the_simulated_pair_count(monkeypatch, rule):
     assert intervals.mixed_procedure("tpr_low_all") == MIXED_RULES[("tpr", "one")]
     for read in READS:
         assert intervals.mixed_procedure(f"tpr_vlow_all@{read}", 32) == rule
-        assert intervals.mixed_procedure(f"auc_all@{read}", 32) == MIXED_RULES[("auc", read)]
+        assert intervals.mixed_procedure(f"auc_all@{read}", 32) == intervals.HALVES_FALLBACK.get(
+            ("auc", read), MIXED_RULES[("auc", read)])  # the real-shadow rules: 8 pairs only
     var = {"pairs": 4.0, "samples": 1.0, "both": 3.0, "jackknife": 5.0}
     seg = {d: (0, 1) for d in designs(rule)}
     got = IntervalPlan("mixed", 32, seg).ci_from(0.5, var, "tpr_low_all")

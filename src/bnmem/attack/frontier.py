@@ -226,9 +226,11 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
         rows = [draw_compare(a, b, crit) for a, b in zip(draws_a, draws_b)]
         c: dict = {"level": rows[0]["level"], "figures": {}}
         for f in FIGURES:
-            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f"{f}@common"),
+            # tagged "<figure>/<criterion>@<read>": a rule studied under some criteria only
+            # (intervals.DELETED_STUDIED) falls back under the others
+            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f"{f}/{crit}@common"),
                                "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan,
-                                                   f"{f}@overlap"),
+                                                   f"{f}/{crit}@overlap"),
                                # each arm's own value there (point estimates): the floor rule
                                "arms_at_common": [None if not np.isfinite(v) else float(v)
                                                   for v in rows[0][f"{f}_arms"]],

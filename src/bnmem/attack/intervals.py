@@ -89,9 +89,16 @@ class IntervalPlan:
       bench/results/matched_rules_plan.md, which also says why pairs_t at the common point,
       confirmed too, is not used). At 32 pairs (the full-scale run's) TPR at 1e-3 under
       pairs_t covers only 0.900-0.938 (bench/results/tpr32_rules_seed28.md, seed29.md;
-      no other rule was confirmed there); TPR at 1e-4 is not simulated. `mixed` draws the
-      jackknife, samples-only, pairs-only and joint rows, so every procedure can be read
-      back from its recorded SDs where a row computes the figure (design_levels).
+      no other rule was confirmed there); TPR at 1e-4 is not simulated. At 8 pairs with
+      at least 100 draws, the all-sample AUC difference at equal epochs or budgets takes
+      delete4_halves instead (DELETED_STUDIED; the other AUC figures of that read keep
+      jacksum, HALVES_FALLBACK; calibrated on real shadows, where jacksum over-covers:
+      bench/results/real_shadows_deleted_plan.md). `mixed` draws the jackknife, samples-only, pairs-only,
+      joint, halves and delete-4 rows, so every procedure can be read back from its
+      recorded SDs where a row computes the figure (design_levels);
+    - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
+    - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
+      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96.
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
@@ -196,8 +203,9 @@ def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:
     figure with d of the `n_pairs` pairs deleted, over a sample of the N = C(P, d) subsets
     (resample.deleted_rows): (P - d) / d x (N - 1) / N x their variance (ddof 1); over every
     subset that is (P - d) / (d N) sum (x - mean)^2, exact for a mean of per-pair terms at
-    every d. Unlike the delete-one jackknife (d = 1), it reads the variance of a median (the
-    attack's per-sample location) for d about P / 2. None with fewer than two rows."""
+    every d (for a sample of the subsets: unbiased under simple random sampling; the 14
+    complementary splits resample.deleted_rows takes for d = P / 2 read about 2 % high, their
+    halves' mean being fixed). None with fewer than two rows or a row not finite."""
     from math import comb
     rows = np.asarray(rows, dtype=np.float64)
     if rows.size < 2 or not np.isfinite(rows).all():
@@ -263,15 +271,24 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # jacksum (conservative: no candidate confirmed). jacksum for the rest (seeds 14-21,
 # bench/results/coverage_seed21.md, coverage_matched_seed21.md). On real shadows of the
 # default recipe these rules over-cover (AUC 0.99-1.00, memorization 0.98; TPR at matched
-# utility calibrated): the pairs' jackknife overstates the attack's figures' pairs' variance
-# about twofold (cause not established) and V_s is mostly model-by-sample interaction;
+# utility calibrated): the pairs' delete-one jackknife overstates the attack's figures'
+# pairs' variance about twofold (cause not established; the ratio falls smoothly with the
+# number deleted, 1.3-1.4 at 4 of 8) and V_s is mostly model-by-sample interaction;
 # neither twoway nor the halves' rules qualified (bench/results/real_shadows_plan.md,
-# real_shadows_halves_plan.md).
+# real_shadows_halves_plan.md). At 8 pairs, AUC at equal epochs or budgets takes
+# delete4_halves (the delete-4 jackknife plus the halves' samples' part) for all samples'
+# AUC (DELETED_STUDIED), selected on real-shadow pool A and confirmed on pools C and B
+# (bench/results/real_shadows_deleted_plan.md; over the overlap it was selected, confirmed
+# on pool C, not on pool B: `both` stays). It is an empirical rule, not a
+# consistent variance: V_4 still overstates the pairs' variance about 1.3x there, which
+# makes up for the figures' heavy tails and V_4's noise at 1.96; where V_4 is unbiased
+# (memorization) the same rule covers about 0.92. HALVES_FALLBACK holds the rules replaced.
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},
     **{("tpr", read): "pairs_t" for read in ("one", "equal", "common", "overlap")},
     ("auc", "overlap"): "both",
+    ("auc", "equal"): "delete4_halves",
 }
 READS = ("one", "equal", "common", "overlap")
 # TPR at low FPR with more pairs than its rule was simulated at (8): pairs_t under-covers at
@@ -282,15 +299,22 @@ TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = None
 
 
-# MIXED_RULES entries that name a halves' rule were chosen on real shadows at 8 pairs only
-# (bench/results/real_shadows_halves_plan.md); a run with another pair count reads the rule
-# each replaced (HALVES_FALLBACK: {(family, read): that rule}); empty while none is adopted.
+# MIXED_RULES entries that name a real-shadow rule (REAL_SHADOW_PROCEDURES) were chosen on
+# real shadows at 8 pairs only (bench/results/real_shadows_halves_plan.md,
+# real_shadows_deleted_plan.md); a run with another pair count reads the rule each replaced
+# (HALVES_FALLBACK: {(family, read): that rule}), as does a run where one of its designs'
+# variances is undefined.
 HALVES_PAIRS = 8
-HALVES_FALLBACK: dict[tuple[str, str], str] = {}
+HALVES_FALLBACK: dict[tuple[str, str], str] = {("auc", "equal"): "jacksum"}
 # ... and with at least this many shared reweightings (model_bootstrap // 2; the study's 50),
 # V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
 HALVES_MIN_SHARED = 50
 HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
+# the figures (key, or "key/criterion" as frontier.compare tags a matched read) a delete-d
+# rule was confirmed on: all samples' AUC at equal budgets (bench/results/
+# real_shadows_deleted_plan.md); every other figure of its (family, read) keeps the
+# fallback (per-subset AUCs, the identity query's curve)
+DELETED_STUDIED = ("auc_all",)
 
 
 def check_halves_rules(rules: dict, fallback: dict) -> None:
@@ -306,11 +330,11 @@ check_halves_rules(MIXED_RULES, HALVES_FALLBACK)
 
 def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
     """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs (None: 8):
-    the halves' rules only at HALVES_PAIRS (else HALVES_FALLBACK's); TPR takes
+    the real-shadow rules only at HALVES_PAIRS (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
-    if n_pairs is not None and n_pairs != HALVES_PAIRS:
-        rules.update(HALVES_FALLBACK)
+    if n_pairs is not None and n_pairs != HALVES_PAIRS:  # only the entries a real-shadow rule holds
+        rules.update({k: v for k, v in HALVES_FALLBACK.items() if rules.get(k) in REAL_SHADOW_PROCEDURES})
     if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
         rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})
     return rules
@@ -318,7 +342,8 @@ def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
 
 def family(figure: str) -> str:
     """A figure key's family (MIXED_RULES): auc_*, tpr_*, fz_* / in_acc_flipped /
-    in_acc_ood (memorization), else other."""
+    in_acc_ood (memorization), else other ("<key>/<criterion>" reads as its key)."""
+    figure = figure.partition("/")[0]
     if figure.startswith("auc"):
         return "auc"
     if figure.startswith("tpr"):
@@ -330,7 +355,8 @@ def family(figure: str) -> str:
 
 def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     """The procedure `mixed` uses for a figure key, optionally read-tagged "<key>@<read>"
-    (READS; untagged: "one"), in a run of `n_pairs` pairs: rules_for(n_pairs) by family and
+    (READS; untagged: "one"; a matched read's key may name its criterion, "<key>/<criterion>"),
+    in a run of `n_pairs` pairs: rules_for(n_pairs) by family and
     read (None: MIXED_RULES, the rules at 8 pairs). The jackknife alone for
     paired AUC differences at equal epochs was tried and failed its fresh confirmation
     (0.924 on seed 12, bench/results/coverage_paired03_confirm2.md)."""
@@ -339,7 +365,9 @@ def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     if read not in READS:
         raise ValueError(f"figure {figure!r}: read {read!r} is not one of {', '.join(READS)}")
     proc = rules_for(n_pairs)[(family(key), read)]
-    if proc in REAL_SHADOW_PROCEDURES and key in HALVES_NOT_STUDIED:
+    if proc in REAL_SHADOW_PROCEDURES and key.partition("/")[0] in HALVES_NOT_STUDIED:
+        return halves_fallback(figure)
+    if proc in DELETED_PROCEDURES and key not in DELETED_STUDIED:
         return halves_fallback(figure)
     return proc
 

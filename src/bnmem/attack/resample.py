@@ -48,16 +48,17 @@ def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Gen
     "halves", 2 (n_boot // 2) rows in twos that share one stratified sample reweighting,
     the first on a random half of the pairs and the second on the other half (each half's
     pairs weighted to P in all: `halves_rows`); for "delete<d>", the pairs' delete-d
-    jackknife's rows at HALVES_PAIRS pairs (`deleted_rows`; none at another count, whose
-    rules do not read them)."""
+    jackknife's rows (`deleted_rows`). The halves and delete-d rows only at HALVES_PAIRS
+    pairs: none at another count, whose rules do not read them."""
     counts, weights, segments = [np.ones((1, n_pairs), np.int64)], [np.ones((1, kind.size))], {}
     ones_c, ones_w = np.ones((n_boot, n_pairs), np.int64), np.ones((n_boot, kind.size))
     for design in names:
         if design == "jackknife":
             c = np.ones((n_pairs, n_pairs), np.int64) - np.eye(n_pairs, dtype=np.int64)
             w = np.ones((n_pairs, kind.size))
-        elif design == "halves":
-            c, w = halves_rows(kind, n_pairs, n_boot // 2, rng)
+        elif design == "halves":  # read only by the real-shadow rules, at HALVES_PAIRS pairs
+            c, w = (halves_rows(kind, n_pairs, n_boot // 2, rng) if n_pairs == HALVES_PAIRS
+                    else (np.ones((0, n_pairs), np.int64), np.ones((0, kind.size))))
         elif design in DELETED_DESIGNS:
             c = deleted_rows(n_pairs, DELETED_DESIGNS[design], rng)
             w = np.ones((len(c), kind.size))
