@@ -222,8 +222,13 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     "@overlap", "@equal", as `mixed` picks its rule per read), plus a - b at every equal
     budget."""
     out: dict = {"criteria": {}, "equal_budget": []}
+    # the Pareto flips are counted over draws of the whole run: not the halves' and delete-d
+    # rows, whose figures come from part of the pairs
+    part = {i for d in ("halves", "delete4", "delete3")
+            for i in range(*getattr(plan, "segments", {}).get(d, (0, 0)))}
     for crit in CRITERIA:
         rows = [draw_compare(a, b, crit) for a, b in zip(draws_a, draws_b)]
+        whole = [r for i, r in enumerate(rows) if i not in part]
         c: dict = {"level": rows[0]["level"], "figures": {}}
         for f in FIGURES:
             # tagged "<figure>/<criterion>@<read>": a rule studied under some criteria only
@@ -236,7 +241,7 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
                                                   for v in rows[0][f"{f}_arms"]],
                                # share of draws whose Pareto minimum comes from another
                                # endpoint or segment than the point's, per arm
-                               "pareto_flips": _flips(rows, f),
+                               "pareto_flips": _flips(whole, f),
                                # where draw 0's value at the common point comes from, per
                                # arm: endpoint i (i) or between i and i + 1 (fractional)
                                "source_at_common": [None if not np.isfinite(v) else float(v)

@@ -315,6 +315,8 @@ HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
 # real_shadows_deleted_plan.md); every other figure of its (family, read) keeps the
 # fallback (per-subset AUCs, the identity query's curve)
 DELETED_STUDIED = ("auc_all",)
+# design_levels draws their rows lean: all samples' AUC is the one AUC a lean row computes
+assert all(k.partition("/")[0] == "auc_all" for k in DELETED_STUDIED)
 
 
 def check_halves_rules(rules: dict, fallback: dict) -> None:
@@ -391,8 +393,11 @@ def design_levels() -> dict[str, str]:
     (per-subset AUCs at every endpoint, no per-epoch figure), else "lean" (neither)."""
     out = {}
     for d in _mixed_designs():
+        # a delete-d rule reads all samples' AUC alone (DELETED_STUDIED), which every level
+        # computes: its reads ask nothing of a design's level
         reads = [(fam, read) for (fam, read), proc in
-                 [*MIXED_RULES.items(), *HALVES_FALLBACK.items()] if d in designs(proc)]
+                 [*MIXED_RULES.items(), *HALVES_FALLBACK.items()]
+                 if d in designs(proc) and proc not in DELETED_PROCEDURES]
         # the per-epoch curve: read one run at a time, and the stage's equal-epoch AUC of
         # the identity query (resample.compare's auc_identity@equal) is its last epoch
         curve = any((read == "one" and fam != "tpr") or (fam, read) == ("auc", "equal")
