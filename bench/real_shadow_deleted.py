@@ -71,21 +71,15 @@ def per_subset(d: dict, key: str, rule: str, cls: str, comp: dict, ts_scale: flo
     rules)."""
     if rule not in RULES:
         return H.per_subset(d, key, rule, comp, ts_scale, empirical)
-    h = half_width(d, key, rule, cls, vh_scale)
-    dev = (d["dcov"][key][:, 0] - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
-    ok = np.isfinite(h) & np.isfinite(dev)
-    h, dev = h[ok], dev[ok]
-    if empirical:
-        e = dev[:, None] + comp["s_emp"][None, :] * np.sqrt(ts_scale)
-        return (np.abs(e) <= h[:, None]).mean(1), (e < -h[:, None]).mean(1), h, ok
-    return (*R.covered(h, dev, comp["t_s"] * ts_scale), h, ok)
+    return H.covered_runs(d, d["dcov"][key][:, 0], half_width(d, key, rule, cls, vh_scale), comp,
+                          ts_scale, empirical)
 
 
 def cell(d: dict, cls: str, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0,
          empirical: bool = False, to_b8: bool = False) -> dict:
     """A class's pooled figures under one rule (real_shadow_halves.cell's fields); to_b8: each
     key's V_h rescaled so that its mean is B8 (gate (v'))."""
-    covs, cal, bound, free, per, undefined, n_rec = [], [], [], [], [], [], 0
+    covs, cal, bound, free, per, undefined = [], [], [], [], [], []
     for k in keys:
         c = comps[k]
         scale = max(c["b8"], 0.0) / c["v_h"] if to_b8 and c["v_h"] > 0 else 1.0
@@ -100,19 +94,7 @@ def cell(d: dict, cls: str, keys: list[str], comps: dict, rule: str, ts_scale: f
                  else np.zeros(ok.sum(), bool))
         bound.append(p[binds])
         free.append(p[~binds])
-        n_rec += ok.sum()
-    b, f = np.concatenate(bound), np.concatenate(free)
-    per = np.array(per)
-    idx = np.random.default_rng(0).integers(0, per.shape[1], (500, per.shape[1]))
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a resample with an all-nan key
-        boot = np.array([np.nanmean(np.nanmean(per[:, i], axis=1)) for i in idx])
-    return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs)),
-            "max": float(np.nanmax(covs)), "width_calibrated": float(np.nanmean(cal)),
-            "share": b.size / max(n_rec, 1), "n_bound": int(b.size),
-            "bound": float(b.mean()) if b.size else np.nan, "free": float(f.mean()) if f.size else np.nan,
-            "range": [float(np.nanpercentile(boot, 2.5)), float(np.nanpercentile(boot, 97.5))],
-            "undefined": float(np.mean(undefined))}
+    return H.pooled(covs, cal, bound, free, per, undefined)
 
 
 def table(d: dict) -> dict:
@@ -155,23 +137,8 @@ def oracle(d: dict, cls: str) -> dict:
 
 
 def passes(c: dict, band: tuple[float, float]) -> tuple[bool, str]:
-    """The plan's criteria (i)-(vi) with pooled band `band`: (ok, why not)."""
-    why = []
-    if not band[0] <= c["coverage"] <= band[1]:
-        why.append(f"pooled {c['coverage']:.3f}")
-    if c["min"] < 0.92:
-        why.append(f"lowest key {c['min']:.3f}")
-    if not 0.93 <= c["free"] <= 0.97:
-        why.append(f"where the floor is free {c['free']:.3f}")
-    if c["n_bound"] >= H.MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
-        why.append(f"where the floor binds {c['bound']:.3f}")
-    if c["ts15"]["min"] < 0.92:
-        why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
-    if not band[0] <= c["b8"]["coverage"] <= band[1]:
-        why.append(f"pooled with V_h at B8 {c['b8']['coverage']:.3f}")
-    if not band[0] <= c["emp"]["coverage"] <= band[1]:
-        why.append(f"pooled with the empirical samples' part {c['emp']['coverage']:.3f}")
-    return not why, "; ".join(why)
+    """The plan's criteria (i)-(iv), (v') and (vi) with pooled band `band`: (ok, why not)."""
+    return H.passes(c, band, b8=True)
 
 
 def select(tab: dict, cls: str) -> tuple[str, str]:
@@ -180,14 +147,7 @@ def select(tab: dict, cls: str) -> tuple[str, str]:
     t = tab[cls]
     cands = [r for r in RULES if r in t["rules"]]
     res = {r: passes(t["rules"][r], BANDS["select"]) for r in cands}
-    ok = [r for r, (good, _) in res.items() if good]
-    if not ok:
-        return t["today"], "none qualifies: today's stays (" + "; ".join(
-            f"{r}: {why}" for r, (_, why) in res.items()) + ")"
-    today_w = t["rules"][t["today"]]["width_calibrated"]
-    best = min(ok, key=lambda r: (round(t["rules"][r]["width_calibrated"] / today_w, 9), RULES.index(r)))
-    return best, (f"qualifies ({', '.join(ok)}); width "
-                  f"{t['rules'][best]['width_calibrated'] / today_w:.3f} x today's")
+    return H.narrowest(t, res, RULES)
 
 
 def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
@@ -227,14 +187,7 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
           "report): " + "; ".join(f"{cls} " + ", ".join(f"{r} {c['undefined']:.3f}" for r, c in t["rules"].items()
                                                        if r in RULES)
                                   for cls, t in tab.items()) + ".", ""]
-    if chosen:
-        L += ["## Selection (the plan's rule, pool A)", ""] + [
-            f"- {c}: {H.name(r) if r not in RULES else r} ({why})" for c, (r, why) in chosen.items()] + [""]
-    if confirm:
-        L += ["## Confirmation", ""] + [
-            f"- {c}: {r}: " + ("**confirmed**" if ok else f"NOT confirmed ({why})")
-            for c, (r, ok, why) in confirm.items()] + [""]
-    return "\n".join(L)
+    return "\n".join(L + H.outcome_lines(chosen, confirm, lambda r: r if r in RULES else H.name(r)))
 
 
 def main() -> None:
@@ -251,17 +204,8 @@ def main() -> None:
     d = load(a.main, a.halves, a.deleted, a.subsets)
     tab = table(d)
     chosen = {c: select(tab, c) for c in R.CLASSES} if a.select else None
-    conf = None
-    if a.confirm:
-        conf = {}
-        for item in a.confirm.split(","):
-            c, r = item.split("=")
-            ok, why = passes(tab[c]["rules"][r], BANDS["confirm"])
-            conf[c] = (r, ok, why)
-    text = markdown(tab, d, a.title, chosen, conf)
-    if a.out:
-        a.out.write_text(text + "\n")
-    print(text)
+    conf = H.confirmations(a.confirm, lambda c, r: passes(tab[c]["rules"][r], BANDS["confirm"]))
+    H.write(markdown(tab, d, a.title, chosen, conf), a.out)
 
 
 if __name__ == "__main__":

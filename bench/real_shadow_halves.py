@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +116,15 @@ def per_subset(d: dict, key: str, rule: str, comp: dict, ts_scale: float = 1.0,
         return R.per_subset(d, key, rule, comp, ts_scale)
     r = d["hcov"][key] if rule in HALVES else d["cov"][key]
     h = half_width(r, rule) if rule in HALVES else R.half_width(r, rule)
-    dev = (r[:, 0] - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+    return covered_runs(d, r[:, 0], h, comp, ts_scale, empirical)
+
+
+def covered_runs(d: dict, points: np.ndarray, h: np.ndarray, comp: dict, ts_scale: float = 1.0,
+                 empirical: bool = False):
+    """(P(covered), P(below), h, ok) of runs with these points and half-widths: each run's
+    pairs' deviation from the truth plus the samples' part, N(0, T_s x ts_scale) or the
+    centred 16-block mean's empirical distribution (empirical)."""
+    dev = (points - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
     ok = np.isfinite(h) & np.isfinite(dev)
     h, dev = h[ok], dev[ok]
     if empirical:
@@ -157,7 +166,7 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
     mean width over the calibrated width 2 x 1.96 sqrt(T_p + T_s) (mean over keys), and the
     floor's split: the share of (key, subset) records with V_h < 0 and the coverage over
     those and over the rest."""
-    covs, cal, bound, free, binds_all, per, undefined = [], [], [], [], [], [], []
+    covs, cal, bound, free, per, undefined = [], [], [], [], [], []
     for k in keys:
         p, _, h, ok = per_subset(d, k, rule, comps[k], ts_scale, empirical)
         undefined.append(1 - ok.mean())
@@ -169,19 +178,39 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
         binds = (d["hcov"][k][:, 1] < 0)[ok]  # the main store's subsets, same order (load)
         bound.append(p[binds])
         free.append(p[~binds])
-        binds_all.append(binds)
+    return pooled(covs, cal, bound, free, per, undefined)
+
+
+def pooled(covs: list, cal: list, bound: list, free: list, per: list, undefined: list) -> dict:
+    """A class's cell from its keys' parts: coverage per key (covs), width over the
+    calibrated (cal), the per-subset coverages where the floor binds and where not (bound,
+    free), per key and subset (per, nan where undefined) and the undefined shares."""
     b, f = np.concatenate(bound), np.concatenate(free)
     # a 95 % range of the pooled coverage: the subsets resampled (500 times, fixed seed)
     per = np.array(per)  # [keys, subsets]
     idx = np.random.default_rng(0).integers(0, per.shape[1], (500, per.shape[1]))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample with an all-nan key
         boot = np.array([np.nanmean(np.nanmean(per[:, i], axis=1)) for i in idx])
     return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs)),
             "max": float(np.nanmax(covs)), "width_calibrated": float(np.nanmean(cal)),
-            "share": float(np.concatenate(binds_all).mean()), "n_bound": int(b.size),
+            "share": b.size / max(b.size + f.size, 1), "n_bound": int(b.size),
             "bound": float(b.mean()) if b.size else np.nan, "free": float(f.mean()) if f.size else np.nan,
-            "range": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+            "range": [float(np.nanpercentile(boot, 2.5)), float(np.nanpercentile(boot, 97.5))],
             "undefined": float(np.mean(undefined))}
+
+
+def outcome_lines(chosen: dict | None, confirm: dict | None, label) -> list[str]:
+    """The tables' selection and confirmation sections."""
+    L = []
+    if chosen:
+        L += ["## Selection (the plan's rule, pool A)", ""] + [
+            f"- {c}: {label(r)} ({why})" for c, (r, why) in chosen.items()] + [""]
+    if confirm:
+        L += ["## Confirmation", ""] + [
+            f"- {c}: {label(r)}: " + ("**confirmed**" if ok else f"NOT confirmed ({why})")
+            for c, (r, ok, why) in confirm.items()] + [""]
+    return L
 
 
 def table(d: dict) -> dict:
@@ -210,9 +239,11 @@ INELIGIBLE_CLASSES = {"D", "G"}  # amendment 2: TPR reported only
 MIN_BOUND = 50  # amendment 3
 
 
-def passes(c: dict, band: tuple[float, float], q2: float | None = None) -> tuple[bool, str]:
+def passes(c: dict, band: tuple[float, float], q2: float | None = None, b8: bool = False
+           ) -> tuple[bool, str]:
     """The plan's criteria (i)-(vi) with pooled band `band` (q2: the class's mean V_h / B8,
-    gate (v), where it applies): (ok, why not)."""
+    gate (v), where it applies; b8: the deleted plan's gate (v'), the pooled coverage with
+    V_h rescaled to B8, c["b8"], in the band): (ok, why not)."""
     why = []
     if not band[0] <= c["coverage"] <= band[1]:
         why.append(f"pooled {c['coverage']:.3f}")
@@ -226,6 +257,8 @@ def passes(c: dict, band: tuple[float, float], q2: float | None = None) -> tuple
         why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
     if q2 is not None and not 0.8 <= q2 <= 1.25:
         why.append(f"V_h / B8 {q2:.2f}")
+    if b8 and not band[0] <= c["b8"]["coverage"] <= band[1]:
+        why.append(f"pooled with V_h at B8 {c['b8']['coverage']:.3f}")
     if not band[0] <= c["emp"]["coverage"] <= band[1]:
         why.append(f"pooled with the empirical samples' part {c['emp']['coverage']:.3f}")
     return not why, "; ".join(why)
@@ -238,13 +271,19 @@ def select(tab: dict, cls: str) -> tuple[str, str]:
     if cls in INELIGIBLE_CLASSES:
         return t["today"], "not eligible (amendment 2): today's stays"
     res = {r: passes(t["rules"][r], (0.935, 0.965), t["q2"]) for r in HALVES if r in ELIGIBLE}
+    return narrowest(t, res, HALVES, name)
+
+
+def narrowest(t: dict, res: dict, order: tuple, label=lambda r: r) -> tuple[str, str]:
+    """A class's choice from its candidates' (ok, why) `res`: the narrowest qualifier by
+    pooled width over today's rule (ties in `order`), or today's with every reason."""
     ok = [r for r, (good, _) in res.items() if good]
     if not ok:
         return t["today"], "none qualifies: today's stays (" + "; ".join(
-            f"{name(r)}: {why}" for r, (_, why) in res.items()) + ")"
+            f"{label(r)}: {why}" for r, (_, why) in res.items()) + ")"
     today_w = t["rules"][t["today"]]["width_calibrated"]
-    best = min(ok, key=lambda r: (round(t["rules"][r]["width_calibrated"] / today_w, 9), HALVES.index(r)))
-    return best, (f"qualifies ({', '.join(name(r) for r in ok)}); width "
+    best = min(ok, key=lambda r: (round(t["rules"][r]["width_calibrated"] / today_w, 9), order.index(r)))
+    return best, (f"qualifies ({', '.join(label(r) for r in ok)}); width "
                   f"{t['rules'][best]['width_calibrated'] / today_w:.3f} x today's")
 
 
@@ -276,14 +315,7 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
           "B8 / T_s, T_s / T_p: "
           + ", ".join(f"{cls} {t['q2']:.2f} ({t['q2_ts']:.2f}, {t['b8_ts']:.2f}, {t['ts_tp']:.2f})"
                       for cls, t in tab.items()) + ".", ""]
-    if chosen:
-        L += ["## Selection (the plan's rule, pool A)", ""] + [
-            f"- {c}: {name(r)} ({why})" for c, (r, why) in chosen.items()] + [""]
-    if confirm:
-        L += ["## Confirmation", ""] + [
-            f"- {c}: {name(r)}: " + ("**confirmed**" if ok else f"NOT confirmed ({why})")
-            for c, (r, ok, why) in confirm.items()] + [""]
-    return "\n".join(L)
+    return "\n".join(L + outcome_lines(chosen, confirm, name))
 
 
 def diagnose(d: dict) -> dict:
@@ -360,16 +392,22 @@ def main() -> None:
     d = load(a.main, a.halves, a.subsets)
     tab = table(d)
     chosen = {c: select(tab, c) for c in R.CLASSES} if a.select else None
-    conf = None
-    if a.confirm:
-        conf = {}
-        for item in a.confirm.split(","):
-            c, r = item.split("=")
-            ok, why = passes(tab[c]["rules"][r], (0.93, 0.97), tab[c]["q2"] if a.gate_q2 else None)
-            conf[c] = (r, ok, why)
-    text = markdown(tab, d, a.title, chosen, conf)
-    if a.out:
-        a.out.write_text(text + "\n")
+    conf = confirmations(a.confirm, lambda c, r: passes(tab[c]["rules"][r], (0.93, 0.97),
+                                                        tab[c]["q2"] if a.gate_q2 else None))
+    write(markdown(tab, d, a.title, chosen, conf), a.out)
+
+
+def confirmations(spec: str, check) -> dict | None:
+    """{class: (rule, ok, why)} of a "class=rule,..." spec under check(class, rule)."""
+    if not spec:
+        return None
+    pairs = [item.split("=") for item in spec.split(",")]
+    return {c: (r, *check(c, r)) for c, r in pairs}
+
+
+def write(text: str, out: Path | None) -> None:
+    if out:
+        out.write_text(text + "\n")
     print(text)
 
 
