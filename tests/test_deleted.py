@@ -273,3 +273,10 @@ def test_readme_quotes_the_deleted_outcome():
             f"pairs, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f}") in text
     # the rule list names it at 8 pairs, not at another count (its fallback there)
     assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
+    # the simulation check (reported): the equal-epoch generator, seed 32
+    import json
+    sim = json.loads((ROOT / "results/coverage_deleted_seed32.json").read_text())["table"]
+    d4, js32 = sim["delete4_halves"]["auc_all_delta"], sim["jacksum"]["auc_all_delta"]
+    assert d4["runs"] == js32["runs"] == 500
+    assert f"it covers only {d4['coverage']:.3f}, so a recipe" in text
+    assert (f"equal epochs {d4['coverage']:.3f}, where jacksum covers {js32['coverage']:.3f}") in flat
