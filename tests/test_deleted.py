@@ -258,6 +258,11 @@ def test_readme_quotes_the_deleted_outcome():
     r = [x["d4_over_truth"] for x in orc]
     assert f"covers only {min(o):.3f}–{max(o):.3f} for the AUC classes" in flat
     assert f"is {min(r):.2f}–{max(r):.2f}× T_p + T_s there" in flat
+    oe = [rsd.oracle(d, "E") for d, _ in pools.values()]
+    assert (f"({min(x['coverage'] for x in oe):.3f}–{max(x['coverage'] for x in oe):.3f} at equal budget)"
+            in flat)
+    assert (f"({min(x['d4_over_truth'] for x in oe):.2f}–{max(x['d4_over_truth'] for x in oe):.2f} "
+            "at equal budget)") in flat
     mem = [t[cls]["rules"]["D4"]["coverage"] for _, t in pools.values() for cls in "CF"]
     assert f"the same rule covers only {min(mem):.3f}–{max(mem):.3f}" in flat
     v4 = [t[cls]["vd_tp"][4] for _, t in pools.values() for cls in "CF"]
@@ -270,7 +275,11 @@ def test_readme_quotes_the_deleted_outcome():
     from bnmem.report.markdown import _procedure_text
     text = " ".join(_procedure_text("mixed", 100, 8).split())
     assert (f"({cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on three pools of 128 real shadow "
-            f"pairs, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f}") in text
+            f"pairs, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} on two") in text
+    # fewer than 100 draws: the rules named are the fallbacks the intervals use
+    assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
+    assert I.rules_for(8, 50)[("auc", "equal")] == "jacksum" == I.rules_for(8, 99)[("auc", "equal")]
+    assert I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"
     # the rule list names it at 8 pairs, not at another count (its fallback there)
     assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
     # the simulation check (reported): the equal-epoch generator, seed 32
@@ -280,3 +289,38 @@ def test_readme_quotes_the_deleted_outcome():
     assert d4["runs"] == js32["runs"] == 500
     assert f"it covers only {d4['coverage']:.3f}, so a recipe" in text
     assert (f"equal epochs {d4['coverage']:.3f}, where jacksum covers {js32['coverage']:.3f}") in flat
+
+
+@pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
+def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule():
+    """The attack stage's bootstrap at 8 pairs and 100 draws: all samples' AUC difference at
+    equal epochs gets 1.96 sqrt(V_4 + max(V_h, 0)) from its recorded SDs, the per-subset AUC
+    jacksum's, and the recorded rules name what the intervals use; with 20 draws, jacksum."""
+    from bnmem.attack.stage import _resampled
+    from bnmem.attack.intervals import variance_from_sd
+    from bnmem.core.config import config_from_dict
+    from bnmem.core.keep import keep_matrix
+    rng = np.random.default_rng(21)
+    m, n = 16, 600
+    kind = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
+    keep = keep_matrix(m, n, 0)
+    for draws, rule in ((100, "delete4_halves"), (20, "jacksum")):
+        cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n,
+                                "shadow": {"n_models": m, "budgets": [], "workers": 1},
+                                "attack": {"model_bootstrap": draws}})
+        data = {}
+        for j, arm in enumerate(cfg.arms):
+            phi = rng.normal(size=(m, n, 1)) + (0.5 + 0.3 * j) * keep[..., None]
+            data[arm] = {"phi": phi, "keep": keep, "correct": phi[..., 0] > 0.3,
+                         "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
+                         "loss": rng.random((m, n)), "budgets": []}
+        mem = _resampled(cfg, data, kind, "lira_online_fixed")
+        assert mem["rules"]["auc@equal"] == rule
+        eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
+        v = {k: variance_from_sd(x) for k, x in eq["auc_all"]["sd"].items()}
+        want = (v["delete4"] + max(v["halves"], 0.0) if rule == "delete4_halves"
+                else v["jackknife"] + v["samples"])
+        assert eq["auc_all"]["hi"] - eq["auc_all"]["value"] == pytest.approx(1.96 * np.sqrt(want))
+        vc = {k: variance_from_sd(x) for k, x in eq["auc_clean"]["sd"].items()}
+        assert eq["auc_clean"]["hi"] - eq["auc_clean"]["value"] == pytest.approx(
+            1.96 * np.sqrt(vc["jackknife"] + vc["samples"]))

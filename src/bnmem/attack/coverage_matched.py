@@ -41,8 +41,8 @@ FIGURES = (("auc_matched", "heldout", "auc_all"), ("auc_overlap", "heldout", "au
 COMPARED = ("auc_all", "fz_flipped", "fz_ood", "tpr_low_all")  # the figures draw_compare reads
 # the figure key and read each FIGURES entry's interval is made for, as
 # bnmem.attack.frontier.compare tags it (bnmem.attack.intervals.mixed_procedure)
-PLAN_NAME = {name: (f"{key.removesuffix('_overlap')}@overlap" if key.endswith("_overlap")
-                    else f"{key}@common") for name, _, key in FIGURES}
+PLAN_NAME = {name: (f"{key.removesuffix('_overlap')}/{crit}@overlap" if key.endswith("_overlap")
+                    else f"{key}/{crit}@common") for name, crit, key in FIGURES}
 # arm a leaks more per endpoint but also gains utility faster; b is the slower learner
 UTILITY = ((-1.2, -0.5, 0.0), (-1.4, -0.8, -0.3))
 EFFECT = ((0.25, 0.45, 0.65), (0.2, 0.35, 0.45))

@@ -222,8 +222,8 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     "@overlap", "@equal", as `mixed` picks its rule per read), plus a - b at every equal
     budget."""
     out: dict = {"criteria": {}, "equal_budget": []}
-    # the Pareto flips are counted over draws of the whole run: not the halves' and delete-d
-    # rows, whose figures come from part of the pairs
+    # the Pareto flips are counted over the designs they always were: not the halves' and
+    # delete-d rows (figures of 3-6 of the pairs, drawn for one rule alone)
     part = {i for d in ("halves", "delete4", "delete3")
             for i in range(*getattr(plan, "segments", {}).get(d, (0, 0)))}
     for crit in CRITERIA:

@@ -331,12 +331,14 @@ def check_halves_rules(rules: dict, fallback: dict) -> None:
 check_halves_rules(MIXED_RULES, HALVES_FALLBACK)
 
 
-def rules_for(n_pairs: int | None = None) -> dict[tuple[str, str], str]:
+def rules_for(n_pairs: int | None = None, draws: int | None = None) -> dict[tuple[str, str], str]:
     """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs (None: 8):
-    the real-shadow rules only at HALVES_PAIRS (else HALVES_FALLBACK's); TPR takes
+    the real-shadow rules only at HALVES_PAIRS and with `draws` (model_bootstrap; None: enough)
+    giving HALVES_MIN_SHARED shared reweightings (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
-    if n_pairs is not None and n_pairs != HALVES_PAIRS:  # only the entries a real-shadow rule holds
+    if ((n_pairs is not None and n_pairs != HALVES_PAIRS)  # only the entries a real-shadow rule holds
+            or (draws is not None and draws // 2 < HALVES_MIN_SHARED)):
         rules.update({k: v for k, v in HALVES_FALLBACK.items() if rules.get(k) in REAL_SHADOW_PROCEDURES})
     if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
         rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})

@@ -355,7 +355,8 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                  # mixed's rule per figure family and read at this pair count
                  # (bnmem.attack.intervals.rules_for)
                  "rules": ({f"{fam}@{read}": proc
-                            for (fam, read), proc in rules_for(int(n_pairs)).items()}
+                            for (fam, read), proc in rules_for(
+                                int(n_pairs), int(cfg.attack.model_bootstrap)).items()}
                            if plan.procedure == "mixed" else {}),
                  "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}

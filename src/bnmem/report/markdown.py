@@ -35,12 +35,14 @@ _PROC = {  # how each procedure makes its sd (bnmem.attack.intervals.IntervalPla
     "sum": "± 1.96 sd, the pairs' bootstrap variance plus the samples'",
     "twoway": "± 1.96 sd, 2 (V_pairs + V_samples) − V_joint, floored at V_pairs",
     "delete4_halves": "± 1.96 sd, the variance a delete-4 jackknife's over the complementary "
-                      "shadow pairs (half of them deleted at a time: leaving one out overstates "
-                      "the attack's variance about twofold on real shadows) plus the samples' "
-                      "part without the model-by-sample interaction (the covariance of two "
-                      "disjoint halves of the pairs under shared sample reweightings), calibrated "
-                      "on real shadows at 8 pairs; for all samples' AUC only, the other "
-                      "subsets' AUC there takes jacksum",
+                      "shadow pairs (half of them deleted at a time: leaving one out reads the "
+                      "attack's variance about twofold on real shadows, deleting four about 1.3x, "
+                      "which 1.96 absorbs there) plus the samples' part without the "
+                      "model-by-sample interaction (the covariance of two disjoint halves of the "
+                      "pairs under shared sample reweightings), calibrated on real shadows of "
+                      "the default recipe (LeNet, Fashion-MNIST) at 8 pairs; for all samples' "
+                      "AUC over both queries only: the per-subset AUCs and the identity query's "
+                      "keep jacksum",
     "delete3": "± 1.96 sd, the variance a delete-3 jackknife's over the complementary shadow "
                "pairs (three deleted at a time), the samples fixed",
 }
@@ -58,7 +60,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "it at the longest); at 8 pairs and 100 draws or more, all samples' AUC difference there "
     "takes `delete4_halves` instead, calibrated on real shadows of the default recipe "
     "(0.958 / 0.958 / 0.959 on three pools of 128 real shadow pairs, where jacksum covers "
-    "0.991 / 0.995 with intervals half again as wide: "
+    "0.991 / 0.995 on two of them with intervals half again as wide: "
     "`bench/results/real_shadows_deleted_plan.md`; in the simulator, whose delete-one "
     "jackknife is about unbiased, it covers only 0.918, so a recipe without the real "
     "shadows' excess would get intervals about 3 points short). Not simulated, and given their family's "
@@ -111,7 +113,7 @@ def _procedure_text(procedure: str, draws: int, pairs: int = 8,
                 "includes training randomness.")
     if rules is None:
         from bnmem.attack.intervals import rules_for
-        rules = {f"{fam}@{read}": proc for (fam, read), proc in rules_for(pairs).items()}
+        rules = {f"{fam}@{read}": proc for (fam, read), proc in rules_for(pairs, draws).items()}
     return (f"(procedure `mixed`, {draws} draws per design; the rule depends on the figure "
             "and how it is read, chosen by coverage studies of the reads they simulate): "
             + _rules_text(rules, pairs) + "; so every one includes training randomness. "
