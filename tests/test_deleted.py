@@ -287,7 +287,7 @@ def test_readme_quotes_the_deleted_outcome():
     sim = json.loads((ROOT / "results/coverage_deleted_seed32.json").read_text())["table"]
     d4, js32 = sim["delete4_halves"]["auc_all_delta"], sim["jacksum"]["auc_all_delta"]
     assert d4["runs"] == js32["runs"] == 500
-    assert f"it covers only {d4['coverage']:.3f}, so a recipe" in text
+    assert f"it covers only {d4['coverage']:.3f}, so a run on another dataset" in text
     assert (f"equal epochs {d4['coverage']:.3f}, where jacksum covers {js32['coverage']:.3f}") in flat
 
 
@@ -304,8 +304,9 @@ def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule()
     m, n = 16, 600
     kind = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
     keep = keep_matrix(m, n, 0)
-    for draws, rule in ((100, "delete4_halves"), (20, "jacksum")):
-        cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n,
+    for draws, rule, arch in ((100, "delete4_halves", "lenet"), (20, "jacksum", "lenet"),
+                              (100, "jacksum", "resnet")):  # another recipe: no rows, jacksum
+        cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n, "arch": arch,
                                 "shadow": {"n_models": m, "budgets": [], "workers": 1},
                                 "attack": {"model_bootstrap": draws}})
         data = {}
@@ -316,6 +317,7 @@ def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule()
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
         assert mem["rules"]["auc@equal"] == rule
+        assert ("delete4" in mem["segments"]) == (arch == "lenet")
         eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
         v = {k: variance_from_sd(x) for k, x in eq["auc_all"]["sd"].items()}
         want = (v["delete4"] + max(v["halves"], 0.0) if rule == "delete4_halves"

@@ -306,6 +306,10 @@ TPR_RULE_MANY_PAIRS: str | None = None
 # (HALVES_FALLBACK: {(family, read): that rule}), as does a run where one of its designs'
 # variances is undefined.
 HALVES_PAIRS = 8
+# ... and on the recipe the real shadows were trained on (dataset, arch); another reads the
+# fallback too: on the simulator, whose jackknife lacks the real shadows' excess,
+# delete4_halves covers 0.918 (bench/results/coverage_deleted_seed32.md)
+REAL_SHADOW_RECIPE = ("fashion_mnist", "lenet")
 HALVES_FALLBACK: dict[tuple[str, str], str] = {("auc", "equal"): "jacksum"}
 # ... and with at least this many shared reweightings (model_bootstrap // 2; the study's 50),
 # V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
@@ -331,14 +335,21 @@ def check_halves_rules(rules: dict, fallback: dict) -> None:
 check_halves_rules(MIXED_RULES, HALVES_FALLBACK)
 
 
-def rules_for(n_pairs: int | None = None, draws: int | None = None) -> dict[tuple[str, str], str]:
+def real_shadow_recipe(dataset: str, arch: str) -> bool:
+    """Whether a run's recipe is the one the real-shadow rules were calibrated on."""
+    return (dataset, arch) == REAL_SHADOW_RECIPE
+
+
+def rules_for(n_pairs: int | None = None, draws: int | None = None, recipe: bool = True
+              ) -> dict[tuple[str, str], str]:
     """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs (None: 8):
     the real-shadow rules only at HALVES_PAIRS and with `draws` (model_bootstrap; None: enough)
-    giving HALVES_MIN_SHARED shared reweightings (else HALVES_FALLBACK's); TPR takes
+    giving HALVES_MIN_SHARED shared reweightings, on their recipe (`recipe`:
+    real_shadow_recipe's answer) (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
     if ((n_pairs is not None and n_pairs != HALVES_PAIRS)  # only the entries a real-shadow rule holds
-            or (draws is not None and draws // 2 < HALVES_MIN_SHARED)):
+            or (draws is not None and draws // 2 < HALVES_MIN_SHARED) or not recipe):
         rules.update({k: v for k, v in HALVES_FALLBACK.items() if rules.get(k) in REAL_SHADOW_PROCEDURES})
     if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
         rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})

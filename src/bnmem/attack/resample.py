@@ -32,10 +32,15 @@ VLOW_FPR = 1e-4  # the lower one: supported from 100 000 negative (model, sample
 
 
 def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,
-              procedure: str = "both") -> tuple[np.ndarray, np.ndarray, IntervalPlan]:
+              procedure: str = "both", recipe: bool = True
+              ) -> tuple[np.ndarray, np.ndarray, IntervalPlan]:
     """(pair counts [R, P], sample weights [R, N], plan) for one interval procedure
-    (`draw_designs` over the designs it needs)."""
-    counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, designs(procedure))
+    (`draw_designs` over the designs it needs); recipe False (a run on another recipe than
+    the real shadows', intervals.real_shadow_recipe): no halves or delete-d rows, so their
+    rules fall back."""
+    names = tuple(d for d in designs(procedure)
+                  if recipe or d not in ("halves", *DELETED_DESIGNS))
+    counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, names)
     return counts, weights, IntervalPlan(procedure, n_pairs, segments)
 
 

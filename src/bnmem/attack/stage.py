@@ -26,7 +26,7 @@ from bnmem.core.config import Config
 from bnmem.core.recipes import budget_epochs, identity_index
 from bnmem.core.io import InputError
 from bnmem.attack.matched import load_epochs
-from bnmem.attack.intervals import design_levels, rules_for
+from bnmem.attack.intervals import design_levels, real_shadow_recipe, rules_for
 from bnmem.attack.resample import arm_draw, arm_summary, compare, draw_plan, epoch_pairs
 from bnmem.attack.roc import (
     ROC_GRID, bootstrap_weights, evaluate, paired_deltas, roc_points, roc_summary,
@@ -334,15 +334,16 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                                   for b in d["budgets"]] for arm, d in data.items()})
     n_pairs = ps[arms[0]].first.size
     rng = np.random.default_rng([cfg.seed, SALT["model_bootstrap"]])
+    recipe = real_shadow_recipe(cfg.dataset, cfg.arch)  # the real-shadow rules' recipe
     counts, weights, plan = draw_plan(kind, n_pairs, cfg.attack.model_bootstrap, rng,
-                                      cfg.attack.interval)
+                                      cfg.attack.interval, recipe)
     one_sided = cfg.attack.offline_one_sided
 
     eps = {arm: epoch_pairs(d) for arm, d in data.items()}  # sorted once, before the fork
     # procedure mixed reads some designs' rows only for the endpoints' figures, or only for
     # those a lean draw computes (bnmem.attack.intervals.design_levels, arm_draw's level)
-    levels = ([(tuple(plan.segments[d]), lv) for d, lv in design_levels().items()]
-              if plan.procedure == "mixed" else [])
+    levels = ([(tuple(plan.segments[d]), lv) for d, lv in design_levels().items()
+               if d in plan.segments] if plan.procedure == "mixed" else [])
     workers = max(1, min(cfg.shadow.workers, len(arms)))
     tasks = [(arm, part) for arm in arms for part in np.array_split(np.arange(len(counts)), 4)]
     # forked workers read the inputs as _JOB: nothing is pickled but the results
@@ -356,7 +357,7 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
                  # (bnmem.attack.intervals.rules_for)
                  "rules": ({f"{fam}@{read}": proc
                             for (fam, read), proc in rules_for(
-                                int(n_pairs), int(cfg.attack.model_bootstrap)).items()}
+                                int(n_pairs), int(cfg.attack.model_bootstrap), recipe).items()}
                            if plan.procedure == "mixed" else {}),
                  "draws": int(cfg.attack.model_bootstrap), "pairs": int(n_pairs),
                  "shadows_per_side": int(n_pairs - 1), "arms": {}, "compare": {}}
