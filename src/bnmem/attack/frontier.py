@@ -28,6 +28,7 @@ import numpy as np
 
 from bnmem.core.io import InputError, load_npz
 from bnmem.attack.matched import at_fit
+from bnmem.attack.intervals import DELETED_DESIGNS
 
 # criterion -> (figure on the endpoints, sign that makes it a utility, or None: no utility)
 CRITERIA = {"heldout": ("out_acc_clean", 1.0), "fit": ("in_acc_clean", 1.0),
@@ -224,8 +225,7 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     out: dict = {"criteria": {}, "equal_budget": []}
     # the Pareto flips are counted over the designs they always were: not the halves' and
     # delete-d rows (figures of 3-6 of the pairs, drawn for one rule alone)
-    part = {i for d in ("halves", "delete4", "delete3")
-            for i in range(*getattr(plan, "segments", {}).get(d, (0, 0)))}
+    part = {i for d in ("halves", *DELETED_DESIGNS) for i in range(*plan.segments.get(d, (0, 0)))}
     for crit in CRITERIA:
         rows = [draw_compare(a, b, crit) for a, b in zip(draws_a, draws_b)]
         whole = [r for i, r in enumerate(rows) if i not in part]
@@ -233,7 +233,8 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
         for f in FIGURES:
             # tagged "<figure>/<criterion>@<read>": a rule studied under some criteria only
             # (intervals.DELETED_STUDIED) falls back under the others
-            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan, f"{f}/{crit}@common"),
+            c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan,
+                                                     f"{f}/{crit}@common"),
                                "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan,
                                                    f"{f}/{crit}@overlap"),
                                # each arm's own value there (point estimates): the floor rule

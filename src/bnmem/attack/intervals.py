@@ -93,8 +93,8 @@ class IntervalPlan:
       at least 100 draws, the all-sample AUC difference at equal epochs or budgets takes
       delete4_halves instead (DELETED_STUDIED; the other AUC figures of that read keep
       jacksum, HALVES_FALLBACK; calibrated on real shadows, where jacksum over-covers:
-      bench/results/real_shadows_deleted_plan.md). `mixed` draws the jackknife, samples-only, pairs-only,
-      joint, halves and delete-4 rows, so every procedure can be read back from its
+      bench/results/real_shadows_deleted_plan.md). `mixed` draws the jackknife,
+      samples-only, pairs-only, joint, halves and delete-4 rows, so every procedure can be read back from its
       recorded SDs where a row computes the figure (design_levels);
     - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
     - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
@@ -281,7 +281,7 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # (bench/results/real_shadows_deleted_plan.md; over the overlap it was selected, confirmed
 # on pool C, not on pool B: `both` stays). It is an empirical rule, not a
 # consistent variance: V_4 still overstates the pairs' variance about 1.3x there, which
-# makes up for the figures' heavy tails and V_4's noise at 1.96; where V_4 is unbiased
+# at 1.96 makes up for V_4's noise (7 pairs' degrees of freedom); where V_4 is unbiased
 # (memorization; and the simulator, 0.918 on seed 32) the same rule covers about 0.92.
 # HALVES_FALLBACK holds the rules replaced.
 MIXED_RULES: dict[tuple[str, str], str] = {
@@ -348,9 +348,11 @@ def rules_for(n_pairs: int | None = None, draws: int | None = None, recipe: bool
     real_shadow_recipe's answer) (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
-    if ((n_pairs is not None and n_pairs != HALVES_PAIRS)  # only the entries a real-shadow rule holds
+    if ((n_pairs is not None and n_pairs != HALVES_PAIRS)
             or (draws is not None and draws // 2 < HALVES_MIN_SHARED) or not recipe):
-        rules.update({k: v for k, v in HALVES_FALLBACK.items() if rules.get(k) in REAL_SHADOW_PROCEDURES})
+        # only the entries a real-shadow rule holds
+        rules.update({k: v for k, v in HALVES_FALLBACK.items()
+                      if rules.get(k) in REAL_SHADOW_PROCEDURES})
     if TPR_RULE_MANY_PAIRS and n_pairs is not None and n_pairs > TPR_PAIRS_SIMULATED:
         rules.update({("tpr", read): TPR_RULE_MANY_PAIRS for read in READS})
     return rules
@@ -433,8 +435,8 @@ def _mixed_designs() -> tuple[str, ...]:
     procs = (set(MIXED_RULES.values()) | set(HALVES_FALLBACK.values())
              | ({TPR_RULE_MANY_PAIRS} if TPR_RULE_MANY_PAIRS else set()))
     need = {d for proc in procs for d in designs(proc)}
-    return tuple(d for d in ("jackknife", "samples", "pairs", "both", "halves", "delete4", "delete3")
-                 if d in need)
+    order = ("jackknife", "samples", "pairs", "both", "halves", "delete4", "delete3")
+    return tuple(d for d in order if d in need)
 
 
 def designs(procedure: str) -> tuple[str, ...]:

@@ -118,7 +118,8 @@ def deleted_rows(n_pairs: int, d: int, rng: np.random.Generator,
     if 2 * d == n_pairs:  # the set holding pair 0, then its complement
         first = [s for s in sets if 0 in s]
         pick = rng.choice(len(first), n_rows // 2, replace=False)
-        chosen = [x for i in pick for x in (first[i], tuple(sorted(set(range(n_pairs)) - set(first[i]))))]
+        chosen = [x for i in pick
+                  for x in (first[i], tuple(sorted(set(range(n_pairs)) - set(first[i]))))]
     elif len(sets) <= n_rows:
         chosen = sets
     else:
