@@ -285,6 +285,8 @@ def main() -> None:
         meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
                 "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv),
                 "units": len(done), "variant": VARIANT, kind: True}
+        if a.deleted:  # V_4's form (intervals.deleted_variance): split-mean from 631a7ee on
+            meta["v4"] = "split-mean"
         a.store.with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(json.dumps(meta, indent=2))
         return

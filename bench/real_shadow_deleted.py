@@ -13,6 +13,7 @@ bench/real_shadow_rules.py.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -32,9 +33,24 @@ BANDS = {"select": (0.935, 0.965), "confirm": (0.93, 0.97)}
 T7 = float(stats.t.ppf(0.975, R.PAIRS - 1))
 
 
-def load(main: Path, halves: Path, deleted: Path, subsets: int = 200) -> dict:
+# V_4 of the stores written before intervals.deleted_variance took the split-mean form (their
+# meta has no "v4"): the simple-random-sampling form, (N - 1) / N x var (ddof 1) over 14
+# complementary splits, which the split mean (ddof 0) is 27 / 28 x 70 / 69 of for any rows
+SPLIT_MEAN_OF_STORED = 27 / 28 * 70 / 69
+
+
+def load(main: Path, halves: Path, deleted: Path, subsets: int = 200, v4: str = "stored"
+         ) -> dict:
     """real_shadow_halves.load's dict plus "dcov": {key: [subsets, 5]} (point, V_2, V_3, V_4,
-    V_j) of the delete-d store's first `subsets` units, checked against the halves store."""
+    V_j) of the delete-d store's first `subsets` units, checked against the halves store.
+    v4: "stored" reads V_4 as the store holds it (the form of its day, as the plan's outcome
+    was read), "split-mean" in intervals.deleted_variance's form of today (a store without
+    a "v4" in its meta rescaled by SPLIT_MEAN_OF_STORED)."""
+    if v4 not in ("stored", "split-mean"):
+        raise SystemExit(f"v4 {v4!r}: one of stored, split-mean")
+    meta = deleted.with_suffix(".meta.json")
+    old_form = "v4" not in (json.loads(meta.read_text()) if meta.is_file() else {})
+    scale = SPLIT_MEAN_OF_STORED if v4 == "split-mean" and old_form else 1.0
     d = H.load(main, halves, subsets)
     units = {i: v for (_, i), v in R.store_units(deleted).items()}
     if sorted(units)[:subsets] != list(range(subsets)):
@@ -45,6 +61,7 @@ def load(main: Path, halves: Path, deleted: Path, subsets: int = 200) -> dict:
         a, b = r[:, [0, 4]], d["hcov"][k][:, [0, 2]]
         if not ((a == b) | (np.isnan(a) & np.isnan(b))).all():
             raise SystemExit(f"{deleted}: {k}: point / V_j differ from {halves}'s subsets")
+        r[:, 3] *= scale
         d["dcov"][k] = r
     return d
 
@@ -200,8 +217,10 @@ def main() -> None:
     ap.add_argument("--confirm", default="", help="class=rule,... (D2, D2t, ...)")
     ap.add_argument("--title", default="Real shadows: the delete-d jackknives' rules")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--v4", default="stored", choices=("stored", "split-mean"),
+                    help="V_4 as the store holds it, or in today's split-mean form")
     a = ap.parse_args()
-    d = load(a.main, a.halves, a.deleted, a.subsets)
+    d = load(a.main, a.halves, a.deleted, a.subsets, a.v4)
     tab = table(d)
     chosen = {c: select(tab, c) for c in R.CLASSES} if a.select else None
     conf = H.confirmations(a.confirm, lambda c, r: passes(tab[c]["rules"][r], BANDS["confirm"]))

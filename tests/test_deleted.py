@@ -45,6 +45,53 @@ def test_deleted_variance_is_exact_for_a_mean_of_per_pair_terms(d):
     assert len(sets) == comb(8, d)
 
 
+def test_complementary_splits_read_a_means_variance_without_bias():
+    """d = P / 2 takes a sample of complementary splits, both halves each: for a mean of
+    per-pair terms every split's two rows give an estimate whose mean over the 35 splits is
+    the exact variance (so any sample of splits is unbiased), and all 35 splits give it
+    exactly; the simple-random-sampling form read 14 splits 27 / 28 x 70 / 69 high."""
+    from bnmem.attack.resample import deleted_rows
+    x = np.random.default_rng(12).standard_normal(8)
+    truth = x.var(ddof=1) / 8
+    firsts = [s for s in combinations(range(8), 4) if 0 in s]
+    per_split = [rsc.deleted_variance(np.array([np.delete(x, s).mean(),
+                                                np.delete(x, sorted(set(range(8)) - set(s))).mean()]),
+                                      8, 4) for s in firsts]
+    assert np.mean(per_split) == pytest.approx(truth, rel=1e-12)
+    every = [np.delete(x, np.flatnonzero(r == 0)).mean() for r in deleted_rows(8, 4, np.random.default_rng(0), 70)]
+    assert rsc.deleted_variance(np.array(every), 8, 4) == pytest.approx(truth, rel=1e-12)
+    # 14 splits, as the pipeline draws them: the mean over many draws is the truth
+    est = [rsc.deleted_variance(np.array([np.delete(x, np.flatnonzero(r == 0)).mean()
+                                          for r in deleted_rows(8, 4, np.random.default_rng(k))]), 8, 4)
+           for k in range(400)]
+    assert np.mean(est) == pytest.approx(truth, rel=0.02)
+    old = [e * rsd.SPLIT_MEAN_OF_STORED ** -1 for e in est]      # the form of the stores' day
+    assert np.mean(old) / truth == pytest.approx(28 / 27 * 69 / 70, rel=0.02)
+
+
+def test_the_analysis_reads_old_stores_v4_in_the_split_mean_form(tmp_path):
+    """--v4 split-mean rescales V_4 of a store whose meta has no "v4" (written before the
+    split-mean form) and leaves a store written in that form as it is."""
+    import shutil
+    paths = [ROOT / Path(f"results/real_shadows{x}_seed0.jsonl") for x in ("", "_halves", "_deleted")]
+    for p in paths[2:]:
+        shutil.copy(p, tmp_path / p.name)
+    deleted = tmp_path / paths[2].name
+    meta = json.loads(paths[2].with_suffix(".meta.json").read_text())
+    assert "v4" not in meta
+    deleted.with_suffix(".meta.json").write_text(json.dumps(meta))
+    stored = rsd.load(paths[0], paths[1], deleted, 10)
+    split = rsd.load(paths[0], paths[1], deleted, 10, "split-mean")
+    k = next(iter(stored["dcov"]))
+    assert np.allclose(split["dcov"][k][:, 3], stored["dcov"][k][:, 3] * 27 / 28 * 70 / 69,
+                       equal_nan=True)
+    assert np.array_equal(split["dcov"][k][:, [0, 1, 2, 4]], stored["dcov"][k][:, [0, 1, 2, 4]],
+                          equal_nan=True)
+    deleted.with_suffix(".meta.json").write_text(json.dumps({**meta, "v4": "split-mean"}))
+    again = rsd.load(paths[0], paths[1], deleted, 10, "split-mean")
+    assert np.array_equal(again["dcov"][k], stored["dcov"][k], equal_nan=True)
+
+
 def test_deleted_variance_is_undefined_with_an_undefined_row():
     assert np.isnan(rsc.deleted_variance(np.array([0.1, np.nan, 0.3]), 8, 2))
     assert np.isnan(rsc.deleted_variance(np.array([0.1]), 8, 2))
@@ -212,12 +259,12 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
     assert I.family("in_acc_flipped/fit") == "mem" and I.family("auc_all/loss") == "auc"
 
 
-def _pools():
+def _pools(v4: str = "stored"):
     out = {}
     for name, seed, n in (("A", 0, 200), ("C", 2, 200), ("B", 1, 100)):
         d = rsd.load(ROOT / f"results/real_shadows_seed{seed}.jsonl",
                      ROOT / f"results/real_shadows_halves_seed{seed}.jsonl",
-                     ROOT / f"results/real_shadows_deleted_seed{seed}.jsonl", n)
+                     ROOT / f"results/real_shadows_deleted_seed{seed}.jsonl", n, v4)
         out[name] = (d, rsd.table(d))
     return out
 
@@ -272,9 +319,16 @@ def test_readme_quotes_the_deleted_outcome():
         assert f"{min(v):.2f}–{max(v):.2f} at" in flat and f"{min(v):.2f}" == key
     vm = [t[cls]["vd_tp"][x] for _, t in pools.values() for cls in "CF" for x in (2, 3, 4)]
     assert f"memorization {min(vm):.2f}–{max(vm):.2f} at every d" in flat
+    # the pipeline's split-mean V_4: the adopted rule, re-read, still passes on C and B
+    split = _pools("split-mean")
+    assert all(rsd.passes(split[p][1]["E"]["rules"]["D4"], rsd.BANDS["confirm"])[0] for p in "CB")
+    cs = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in split.items()}
+    ws = [t["E"]["rules"]["D4"]["width_calibrated"] for _, t in split.values()]
+    assert (f"*split-mean*: {cs['A']:.3f} / {cs['C']:.3f} / {cs['B']:.3f} at "
+            f"{min(ws):.2f}–{max(ws):.2f}×") in flat
     from bnmem.report.markdown import _procedure_text
     text = " ".join(_procedure_text("mixed", 100, 8).split())
-    assert (f"({cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on three pools of 128 real shadow "
+    assert (f"({cs['A']:.3f} / {cs['C']:.3f} / {cs['B']:.3f} on three pools of 128 real shadow "
             f"pairs, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} on two") in text
     # fewer than 100 draws: the rules named are the fallbacks the intervals use
     assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)

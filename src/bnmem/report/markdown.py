@@ -59,7 +59,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "epochs or budgets covers 0.946-0.998 (above the target at the shortest budget, within "
     "it at the longest); at 8 pairs and 100 draws or more, all samples' AUC difference there "
     "takes `delete4_halves` instead, calibrated on real shadows of the default recipe "
-    "(0.958 / 0.958 / 0.959 on three pools of 128 real shadow pairs, where jacksum covers "
+    "(0.956 / 0.956 / 0.957 on three pools of 128 real shadow pairs, where jacksum covers "
     "0.991 / 0.995 on two of them with intervals half again as wide: "
     "`bench/results/real_shadows_deleted_plan.md`; in the simulator, whose delete-one "
     "jackknife is about unbiased, it covers only 0.918, so a run on another dataset or "
