@@ -237,6 +237,12 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
     from scipy import stats
     pairs_t = float(stats.t.ppf(0.975, 7)) * np.sqrt(2e-4)
     assert ok.ci_from(0.0, {**var, "delete3": None}, "tpr_low_all@common")[1] == pytest.approx(pairs_t)
+    # the rule each interval records is the one that made it, the fallback included
+    assert ok.rule_for("auc_all@common", var) == "delete4_halves"
+    assert ok.rule_for("auc_all@common", {**var, "halves": None}) == "jacksum"
+    assert ok.rule_for("tpr_low_all@common", {**var, "delete3": None}) == "pairs_t"
+    assert I.IntervalPlan("mixed", 8, {"halves": (9, 49)}).rule_for("auc_all@common", var) == "jacksum"
+    assert I.IntervalPlan("jackknife", 8, {}).rule_for("auc_all@common", var) == "jackknife"
     assert {"delete4", "delete3", "halves"} <= set(I._mixed_designs())
     with pytest.raises(RuntimeError, match="without a HALVES_FALLBACK"):
         I.check_halves_rules({("auc", "equal"): "delete4_halves"}, {})
@@ -371,12 +377,15 @@ def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule()
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
         assert mem["rules"]["auc@equal"] == rule
-        assert ("delete4" in mem["segments"]) == (arch == "lenet")
+        # rows no rule reads are not drawn: another recipe, or too few draws for V_h
+        assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
+            == (rule == "delete4_halves")
         eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
         v = {k: variance_from_sd(x) for k, x in eq["auc_all"]["sd"].items()}
         want = (v["delete4"] + max(v["halves"], 0.0) if rule == "delete4_halves"
                 else v["jackknife"] + v["samples"])
         assert eq["auc_all"]["hi"] - eq["auc_all"]["value"] == pytest.approx(1.96 * np.sqrt(want))
+        assert eq["auc_all"]["rule"] == rule and eq["auc_clean"]["rule"] == "jacksum"
         vc = {k: variance_from_sd(x) for k, x in eq["auc_clean"]["sd"].items()}
         assert eq["auc_clean"]["hi"] - eq["auc_clean"]["value"] == pytest.approx(
             1.96 * np.sqrt(vc["jackknife"] + vc["samples"]))

@@ -87,6 +87,7 @@ def test_frontier_reads_are_tagged_with_their_read():
         got = out["criteria"]["heldout"]["figures"]["auc_all"]["at_common" if read == "common"
                                                                else "overlap"]
         assert (got["lo"], got["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
+        assert got["rule"] == proc                            # the record names its rule
     eq = [x[1]["fz_ood"] - y[1]["fz_ood"] for x, y in zip(a, b)]
     ref = IntervalPlan("samples", 4, {"samples": plan.segments["samples"]}).summary(eq, "x")
     got = out["equal_budget"][1]["fz_ood"]
@@ -215,6 +216,7 @@ def test_equal_epoch_differences_of_the_stage_are_read_at_equal():
         vals = [x[key] - y[key] for x, y in zip(a, b)]
         ref = IntervalPlan(proc, 4, {proc: plan.segments[proc]}).summary(vals, "x")
         assert (out[key]["lo"], out[key]["hi"]) == pytest.approx((ref["lo"], ref["hi"]), rel=1e-12)
+        assert out[key]["rule"] == proc
         one = IntervalPlan("jacksum", 4, plan.segments).summary(vals, "x")
         assert (out[key]["lo"], out[key]["hi"]) != pytest.approx((one["lo"], one["hi"]), rel=1e-6)
 

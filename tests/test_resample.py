@@ -158,6 +158,19 @@ def test_low_fpr_tpr_only_where_supported():
     assert "tpr_vlow_all" not in row  # TPR at 1e-4: not even a key below 100 000 negatives
 
 
+def test_every_row_inherits_the_points_low_fpr_support():
+    """16 models x 1 250 samples: 10 000 negatives, so TPR at 1e-3 is supported for the
+    point; a delete-4 row (a 4-pair run: 5 000 negatives of its own) estimates that run's
+    spread and keeps a TPR, as a bootstrap row does (README *Low FPR*)."""
+    kind = np.zeros(1250, np.int8)
+    d = _arm(1.0, 5, m=16, n=1250)
+    ps = PairSignals.build(d["phi"], d["keep"], d["model_ids"])
+    for counts in (np.ones(8, np.int64), np.array([0, 1, 0, 1, 1, 0, 0, 1]),
+                   np.array([2, 0, 1, 3, 0, 1, 1, 0])):
+        row = arm_draw(d, ps, [], counts, np.ones(1250), kind, "lira_online_fixed", True)
+        assert np.isfinite(row["tpr_low_all"]), counts
+
+
 def test_memoized_rankings_give_the_unmemoized_draws_bit_for_bit():
     """The samples-only rows reuse one sort of the unresampled scores (arm_draw's cache);
     every figure equals a draw computed from scratch, ties included, and a reweighting

@@ -286,7 +286,8 @@ def apply_support(endpoints: list[dict], support: list[dict]) -> None:
     for row, sup in zip(endpoints, support):
         row["tpr_low_support"] = sup
         if not sup["supported"]:
-            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None, "hi": None}
+            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None,
+                                  "hi": None, "rule": None}
 
 
 def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> None:
@@ -308,12 +309,15 @@ def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> 
             rows.append([{"endpoint": i, **sup[i]} for i in idx if 0 <= i < len(sup)] or None)
         f["support_at_common"] = rows
         if any(r is None or not all(x["supported"] for x in r) for r in rows):
-            f["at_common"] = {**f["at_common"], "value": None, "lo": None, "hi": None}
+            f["at_common"] = {**f["at_common"], "value": None, "lo": None,
+                              "hi": None, "rule": None}
         if not every:
-            f["overlap"] = {**f["overlap"], "value": None, "lo": None, "hi": None}
+            f["overlap"] = {**f["overlap"], "value": None, "lo": None,
+                            "hi": None, "rule": None}
     for i, row in enumerate(cmp["equal_budget"]):
         if not (support_a[i]["supported"] and support_b[i]["supported"]):
-            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None, "hi": None}
+            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None,
+                                  "hi": None, "rule": None}
 
 
 def _flips(rows: list[dict], f: str) -> list[float | None]:

@@ -146,15 +146,19 @@ class IntervalPlan:
         vals = np.asarray(vals, dtype=np.float64)
         v = float(vals[0])
         if not np.isfinite(v):
-            return {"value": None, "lo": None, "hi": None, "sd": {}}
+            return {"value": None, "lo": None, "hi": None, "sd": {}, "rule": None}
         var = self.variances(vals)
         lo, hi = self.ci_from(v, var, figure)
         return {"value": v, "lo": lo, "hi": hi,
-                "sd": {k: None if x is None else signed_sd(x) for k, x in var.items()}}
+                "sd": {k: None if x is None else signed_sd(x) for k, x in var.items()},
+                "rule": None if lo is None else self.rule_for(figure, var)}
 
-    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
-                ) -> tuple[float | None, float | None]:
-        """point +- z sd from recorded design variances (`variances`)."""
+    def rule_for(self, figure: str, var: dict) -> str:
+        """The procedure an interval of `figure` is computed by, given its design variances:
+        `procedure`, or under `mixed` its rule for the figure's family and read, or that
+        rule's fallback (HALVES_FALLBACK) where a real-shadow rule cannot be read here (a
+        design's variance undefined, or V_h from too few reweightings). Recorded beside
+        every interval (`summary`'s "rule"), so a record says what made it."""
         procedure = self.procedure
         if procedure == "mixed":
             procedure = mixed_procedure(figure, self.n_units)
@@ -163,8 +167,14 @@ class IntervalPlan:
                     any(var.get(d) is None for d in designs(procedure))
                     or ("halves" in designs(procedure)
                         and (not seg or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED))):
-                # a design's variance undefined, or V_h from too few reweightings
                 procedure = halves_fallback(figure)
+        return procedure
+
+    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
+                ) -> tuple[float | None, float | None]:
+        """point +- z sd from recorded design variances (`variances`), by `rule_for`'s
+        procedure."""
+        procedure = self.rule_for(figure, var)
         if any(var.get(name) is None for name in designs(procedure)):
             return None, None
         v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],

@@ -22,8 +22,8 @@ import numpy as np
 
 from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
-from bnmem.attack.intervals import (DELETED_DESIGNS, DELETED_ROWS, HALVES_PAIRS, IntervalPlan,
-                                    designs, halves_groups)
+from bnmem.attack.intervals import (DELETED_DESIGNS, DELETED_ROWS, HALVES_MIN_SHARED, HALVES_PAIRS,
+                                    IntervalPlan, designs, halves_groups)
 from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
@@ -37,9 +37,12 @@ def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Genera
     """(pair counts [R, P], sample weights [R, N], plan) for one interval procedure
     (`draw_designs` over the designs it needs); recipe False (a run on another recipe than
     the real shadows', intervals.real_shadow_recipe): no halves or delete-d rows, so their
-    rules fall back."""
+    rules fall back. Nor under `mixed` with fewer than 2 HALVES_MIN_SHARED draws, where
+    its real-shadow rules fall back anyway (intervals.IntervalPlan.rule_for): rows no rule
+    reads are not drawn."""
+    real = recipe and (procedure != "mixed" or n_boot // 2 >= HALVES_MIN_SHARED)
     names = tuple(d for d in designs(procedure)
-                  if recipe or d not in ("halves", *DELETED_DESIGNS))
+                  if real or d not in ("halves", *DELETED_DESIGNS))
     counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, names)
     return counts, weights, IntervalPlan(procedure, n_pairs, segments)
 
@@ -235,6 +238,9 @@ def arm_draw(data: dict, ps_final: PairSignals, ps_epochs: list[PairSignals],
              else {"auc": np.nan, "tpr": np.nan, "tpr_vlow": np.nan})
         out[f"auc_{sub}"] = r["auc"]
         if sub == "all":  # only where the negatives allow >= 10 false positives at the FPR
+            # the point's support (all P pairs' negatives), inherited by every row: a row
+            # estimates the P-pair run's spread, even a jackknife's smaller run (README
+            # *Low FPR*)
             n_neg = int((~keep).sum())
             out["tpr_low_all"] = r["tpr"] if tpr_supported(n_neg, LOW_FPR) else np.nan
             if tpr_supported(n_neg, VLOW_FPR):  # absent below 100 000 negatives
