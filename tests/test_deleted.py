@@ -210,6 +210,13 @@ def test_the_pipelines_deleted_rules_equal_the_analysis():
         assert (hi - lo) / 2 == pytest.approx(1.96 * np.sqrt(v4 + max(vh, 0.0)), rel=1e-12)
     lo, hi = IntervalPlan("delete3", 8, {}).ci_from(0.0, {"delete3": v3})
     assert hi == pytest.approx(1.96 * np.sqrt(v3), rel=1e-12)
+    for vh in (-1e-5, 2e-5):  # D3t: V_3 + max(V_h, 0) with t(7), as the analysis scores it
+        lo, hi = IntervalPlan("delete3_halves_t", 8, {}).ci_from(0.0, {"delete3": v3, "halves": vh})
+        assert hi == pytest.approx(rsd.T7 * np.sqrt(v3 + max(vh, 0.0)), rel=1e-9)
+        assert hi == pytest.approx(rsd.half_width({"dcov": {"k": np.array([[0, 0, v3, 0, 0]])},
+                                                   "hcov": {"k": np.array([[0, vh, 0]])}},
+                                                  "k", "D3t", "C")[0], rel=1e-9)
+    assert designs("delete3_halves_t") == ("delete3", "halves")
     assert designs("delete4_halves") == ("delete4", "halves") and designs("delete3") == ("delete3",)
     rows3[4] = np.nan                                        # a subset's figure undefined
     assert IntervalPlan("delete3", 8, seg).variances(np.concatenate([[0.0], rows4, rows3]))["delete3"] is None
@@ -221,7 +228,8 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
     monkeypatch.setitem(I.HALVES_FALLBACK, ("auc", "common"), "jacksum")
     monkeypatch.setitem(I.MIXED_RULES, ("tpr", "common"), "delete3")
     monkeypatch.setitem(I.HALVES_FALLBACK, ("tpr", "common"), "pairs_t")
-    monkeypatch.setattr(I, "DELETED_STUDIED", I.DELETED_STUDIED + ("tpr_low_all",))
+    monkeypatch.setattr(I, "DELETED_STUDIED", {**I.DELETED_STUDIED, ("auc", "common"): ("auc_all",),
+                                               ("tpr", "common"): ("tpr_low_all",)})
     var = {"jackknife": 4e-4, "samples": 3e-4, "pairs": 2e-4, "halves": 1e-4, "delete4": 2e-4,
            "delete3": 3e-4}
     ok = I.IntervalPlan("mixed", 8, {"halves": (9, 109)})
@@ -389,3 +397,22 @@ def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule()
         vc = {k: variance_from_sd(x) for k, x in eq["auc_clean"]["sd"].items()}
         assert eq["auc_clean"]["hi"] - eq["auc_clean"]["value"] == pytest.approx(
             1.96 * np.sqrt(vc["jackknife"] + vc["samples"]))
+
+
+@pytest.mark.slow  # loads pool B's stores (about 10 s)
+def test_pooled_cells_are_the_pools_cells_concatenated():
+    """bench/real_shadow_pooled.py: one pool pooled alone is that pool's cell; a pool pooled
+    with itself has the same coverage and width (each per-subset record twice)."""
+    import real_shadow_pooled as rsp
+    d = rsp.load_pool(1, 100)
+    keys = rsh.class_keys(d, "A")
+    comps = {k: rsh.components(d, k) for k in keys}
+    for rule in ("D4", "D3t"):
+        one = rsd.cell(d, "A", keys, comps, rule)
+        alone, twice = rsp.cell_pooled([d], "A", rule), rsp.cell_pooled([d, d], "A", rule)
+        for f in ("coverage", "min", "max", "width_calibrated", "bound", "free", "undefined"):
+            assert alone[f] == pytest.approx(one[f], rel=1e-12) == twice[f], (rule, f)
+        assert twice["n_bound"] == 2 * one["n_bound"]
+    with pytest.raises(SystemExit, match="different keys"):
+        rsp.cell_pooled([d, {**d, "hcov": {k: v for k, v in d["hcov"].items() if k != keys[0]}}],
+                        "A", "D4")

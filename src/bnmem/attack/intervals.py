@@ -41,7 +41,7 @@ HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
 # variance with d pairs deleted at a time (the "delete<d>" designs), alone (TPR: no V_h) or
 # with the halves' samples' part, with 1.96
 DELETED_DESIGNS = {"delete3": 3, "delete4": 4}  # design: d
-DELETED_PROCEDURES = ("delete3", "delete4_halves")
+DELETED_PROCEDURES = ("delete3", "delete4_halves", "delete3_halves_t")
 DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
 # rules read on real shadows at 8 pairs only, each with the rule it replaced elsewhere
 REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES
@@ -98,7 +98,8 @@ class IntervalPlan:
       recorded SDs where a row computes the figure (design_levels);
     - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
     - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
-      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96.
+      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96;
+    - delete3_halves_t: V_3 + max(V_h, 0) with t(P - 1) (bench/results/real_shadows_pooled_plan.md).
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
@@ -188,9 +189,10 @@ class IntervalPlan:
              **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
              "delete3": lambda: var["delete3"],
              "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
+             "delete3_halves_t": lambda: var["delete3"] + max(var["halves"], 0.0),
              }[procedure]()
         df = None
-        if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
+        if procedure in ("pairs_t", "jackknife_t", "jackhalves_t", "delete3_halves_t"):  # t, P - 1 df
             df = self.n_units - 1
         elif procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
             seg = self.segments.get("halves")  # absent (a recorded result's SDs): V_h's df taken as many
@@ -332,13 +334,14 @@ HALVES_FALLBACK: dict[tuple[str, str], str] = {("auc", "equal"): "jacksum"}
 # V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
 HALVES_MIN_SHARED = 50
 HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
-# the figures (key, or "key/criterion" as frontier.compare tags a matched read) a delete-d
-# rule was confirmed on: all samples' AUC at equal budgets (bench/results/
-# real_shadows_deleted_plan.md); every other figure of its (family, read) keeps the
-# fallback (per-subset AUCs, the identity query's curve)
-DELETED_STUDIED = ("auc_all",)
-# design_levels draws their rows lean: all samples' AUC is the one AUC a lean row computes
-assert all(k.partition("/")[0] == "auc_all" for k in DELETED_STUDIED)
+# per (family, read), the figures (key, or "key/criterion" as frontier.compare tags a
+# matched read) its delete-d rule was confirmed on: all samples' AUC at equal budgets
+# (bench/results/real_shadows_deleted_plan.md); every other figure of that (family, read)
+# keeps the fallback (per-subset AUCs, the identity query's curve, unstudied criteria)
+DELETED_STUDIED: dict[tuple[str, str], tuple[str, ...]] = {("auc", "equal"): ("auc_all",)}
+# design_levels draws their rows lean: these are figures a lean row computes
+LEAN_FIGURES = ("auc_all", "tpr_low_all", "fz_flipped", "fz_ood")
+assert all(k.partition("/")[0] in LEAN_FIGURES for ks in DELETED_STUDIED.values() for k in ks)
 
 
 def check_halves_rules(rules: dict, fallback: dict) -> None:
@@ -402,7 +405,7 @@ def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     proc = rules_for(n_pairs)[(family(key), read)]
     if proc in REAL_SHADOW_PROCEDURES and key.partition("/")[0] in HALVES_NOT_STUDIED:
         return halves_fallback(figure)
-    if proc in DELETED_PROCEDURES and key not in DELETED_STUDIED:
+    if proc in DELETED_PROCEDURES and key not in DELETED_STUDIED.get((family(key), read), ()):
         return halves_fallback(figure)
     return proc
 
@@ -426,8 +429,8 @@ def design_levels() -> dict[str, str]:
     (per-subset AUCs at every endpoint, no per-epoch figure), else "lean" (neither)."""
     out = {}
     for d in _mixed_designs():
-        # a delete-d rule reads all samples' AUC alone (DELETED_STUDIED), which every level
-        # computes: its reads ask nothing of a design's level
+        # a delete-d rule reads only figures every level computes (DELETED_STUDIED,
+        # LEAN_FIGURES): its reads ask nothing of a design's level
         reads = [(fam, read) for (fam, read), proc in
                  [*MIXED_RULES.items(), *HALVES_FALLBACK.items()]
                  if d in designs(proc) and proc not in DELETED_PROCEDURES]
@@ -464,7 +467,8 @@ def designs(procedure: str) -> tuple[str, ...]:
             "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
             "jackknife_t": ("jackknife",),
             **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES},
-            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves")}[procedure] \
+            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves"),
+            "delete3_halves_t": ("delete3", "halves")}[procedure] \
         if procedure != "mixed" else _mixed_designs()
 
 
