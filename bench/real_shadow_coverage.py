@@ -280,6 +280,14 @@ def main() -> None:
     fp = fingerprint(a.pool_dir)
     if a.halves or a.deleted:  # rows of the coverage subsets, by the main store's unit numbers
         kind = "halves" if a.halves else "deleted"
+        if a.deleted:  # V_4's form, marked from the start: a store never mixes two forms
+            meta_path = a.store.with_suffix(".meta.json")
+            old_meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+            if a.store.is_file() and a.store.stat().st_size and "v4" not in old_meta:
+                raise SystemExit(f"{a.store}: its V_4 was written in the form before 15f931e "
+                                 f"({meta_path.name} has no \"v4\"); resuming would mix forms: "
+                                 "finish it at 631a7ee or start a new store")
+            meta_path.write_text(json.dumps({**old_meta, "v4": "split-mean"}, indent=2) + "\n")
         run_args = [(kind, a.seed, u, n_pairs, a.draws, fp) for u in range(a.subsets)]
         _, done = simulate_all(_point, [], _unit, run_args, a.workers, a.store)
         meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),

@@ -1,5 +1,6 @@
-"""The analysis of bench/results/real_shadows_pooled_plan.md (fixed before any pool-D figure):
-the delete-d rules selected on real-shadow pools A + C + B pooled, confirmed on pool D.
+"""The analysis of bench/results/real_shadows_pooled_plan.md (fixed before any pool-D figure,
+amended at 00:15 before any was read): the delete-d rules selected on real-shadow pools
+A + C + B pooled, checked on each pool and on a fresh pool D; class E's D4 re-tested on D.
 
     python bench/real_shadow_pooled.py --out bench/results/real_shadows_pooled.md
     python bench/real_shadow_pooled.py --subsets-d 120 ...   # pool D's first 120 subsets
@@ -86,25 +87,27 @@ def table_pooled(pools: list[dict]) -> dict:
     return out
 
 
-def decide(sel: dict, conf: dict) -> dict:
-    """Per class: (selected rule, why), confirmed on pool D (ok, why), and what the pipeline
-    does under the plan's adoption rules (including class E's, whose D4 is in use)."""
+def decide(sel: dict, per_pool: dict[str, dict], n_d: int) -> dict:
+    """Per class (the plan's amendment of 00:15): the pooled selection, its confirmation-gate
+    result on every pool (A, C, B, D), and what follows: a rule is adopted only if it passes
+    on all four; class E's D4 (in use) stays if it passes on pool D and reverts to jacksum
+    if not; nothing is decided before pool D holds CONFIRMATION[2] subsets."""
     out = {}
     for cls in R.CLASSES:
         rule, why = D.select(sel, cls)
-        if rule in D.RULES:
-            ok, why_not = D.passes(conf[cls]["rules"][rule], D.BANDS["confirm"])
+        checks = ({p: D.passes(t[cls]["rules"][rule], D.BANDS["confirm"]) for p, t in per_pool.items()}
+                  if rule in D.RULES else {})
+        if n_d < CONFIRMATION[2]:
+            action = f"nothing decided (pool D holds {n_d} of {CONFIRMATION[2]} subsets)"
+        elif cls == "E":
+            ok, why_d = D.passes(per_pool["D"]["E"]["rules"]["D4"], D.BANDS["confirm"])
+            action = ("D4 (in use) stays: it passes on pool D" if ok
+                      else f"D4 reverts to jacksum (on pool D: {why_d})")
+        elif checks and all(ok for ok, _ in checks.values()):
+            action = f"adopt {rule} (passes on every pool)"
         else:
-            ok, why_not = False, "nothing selected"
-        if cls == "E":
-            d4_ok, d4_why = D.passes(conf["E"]["rules"]["D4"], D.BANDS["confirm"])
-            action = (f"{rule} (confirmed)" if ok else
-                      "D4 stays (its own check on pool D passes)" if d4_ok else
-                      f"D4 reverts to jacksum (on pool D: {d4_why})")
-        else:
-            action = f"adopt {rule}" if ok else "today's rule stays"
-        out[cls] = {"selected": rule, "why": why, "confirmed": ok, "why_not": why_not,
-                    "action": action}
+            action = "today's rule stays"
+        out[cls] = {"selected": rule, "why": why, "checks": checks, "action": action}
     return out
 
 
@@ -119,7 +122,8 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
     head = ["| class | rule | coverage [95 % range] (lowest-highest key) | width / calibrated | "
             "floor binds (records) | where it binds / not | T_s x 1.5: coverage (lowest key) | "
             "empirical samples' part | V_h at B8 |", "|---|---|---|---|---|---|---|---|---|"]
-    L = ["# Real shadows: the delete-d rules selected on pools A + C + B, confirmed on pool D",
+    L = ["# Real shadows: the delete-d rules selected on pools A + C + B, checked on every pool and "
+         "a fresh pool D",
          "", "Plan: [real_shadows_pooled_plan.md](real_shadows_pooled_plan.md) (written before any "
          "pool-D figure). `python bench/real_shadow_pooled.py"
          + (f" --subsets-d {n_d}" if n_d != CONFIRMATION[2] else "") + "`. V_4 in split-mean form. "
@@ -127,7 +131,8 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
          "## Selection: pools A (200 subsets), C (200), B (100) pooled", "", *head]
     L += [row(cls, r, c) for cls, t in sel.items() for r, c in t["rules"].items()]
     L += ["", "Today's rules (jacksum, both, pairs_t) are scored over pools A and B only (pool C's "
-          "main store holds no coverage subsets).", "",
+          "main store holds no coverage subsets). The pools weigh 2 : 2 : 1 (their subsets); at "
+          "1 : 1 : 1 class C's selection is D4t instead of D3t (widths 1.2092 / 1.2099).", "",
           f"## Confirmation: pool D ({n_d} subsets, data seed 3)", "", *head]
     L += [row(cls, r, c) for cls, t in conf.items() for r, c in t["rules"].items()]
     L += ["", "**V_d / T_p** on pool D (ratios of sums over the keys; d = 2 / 3 / 4, and V_j): "
@@ -138,9 +143,10 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
               f"{cls} {o['coverage']:.3f} / {o['d4_over_truth']:.2f}"
               for cls, o in ((c, D.oracle(dd, c)) for c in conf)) + ".", "",
           "## Outcome (the plan's rules)", ""]
-    L += [f"- {cls}: selected {x['selected']} ({x['why']}); on pool D: "
-          + ("**confirmed**" if x["confirmed"] else f"not confirmed ({x['why_not']})")
-          + f" -> {x['action']}" for cls, x in dec.items()]
+    L += [f"- {cls}: selected {x['selected']} ({x['why']}); the confirmation gates per pool: "
+          + ("; ".join(f"{p} " + ("passes" if ok else f"fails ({why})")
+                       for p, (ok, why) in x["checks"].items()) or "—")
+          + f". **{x['action']}**" for cls, x in dec.items()]
     return "\n".join(L) + "\n"
 
 
@@ -161,7 +167,8 @@ def main() -> None:
         raise SystemExit(f"--subsets-d {a.subsets_d}: the plan decides nothing below 100 subsets")
     dd = load_pool(CONFIRMATION[1], a.subsets_d)
     conf = D.table(dd)
-    dec = decide(sel, conf)
+    per_pool = {name: D.table(load_pool(seed, n)) for name, seed, n in SELECTION}
+    dec = decide(sel, {**per_pool, "D": conf}, a.subsets_d)
     H.write(markdown(sel, conf, dd, dec, a.subsets_d), a.out)
 
 

@@ -41,7 +41,7 @@ HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
 # variance with d pairs deleted at a time (the "delete<d>" designs), alone (TPR: no V_h) or
 # with the halves' samples' part, with 1.96
 DELETED_DESIGNS = {"delete3": 3, "delete4": 4}  # design: d
-DELETED_PROCEDURES = ("delete3", "delete4_halves", "delete3_halves_t")
+DELETED_PROCEDURES = ("delete3", "delete4_halves")
 DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
 # rules read on real shadows at 8 pairs only, each with the rule it replaced elsewhere
 REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES
@@ -98,8 +98,7 @@ class IntervalPlan:
       recorded SDs where a row computes the figure (design_levels);
     - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
     - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
-      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96;
-    - delete3_halves_t: V_3 + max(V_h, 0) with t(P - 1) (bench/results/real_shadows_pooled_plan.md).
+      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96.
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
@@ -189,10 +188,9 @@ class IntervalPlan:
              **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
              "delete3": lambda: var["delete3"],
              "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
-             "delete3_halves_t": lambda: var["delete3"] + max(var["halves"], 0.0),
              }[procedure]()
         df = None
-        if procedure in ("pairs_t", "jackknife_t", "jackhalves_t", "delete3_halves_t"):  # t, P - 1 df
+        if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
             df = self.n_units - 1
         elif procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
             seg = self.segments.get("halves")  # absent (a recorded result's SDs): V_h's df taken as many
@@ -221,7 +219,10 @@ def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:
     for a mean of per-pair terms, the rows' mean is the full figure exactly, so the mean
     squared deviation (ddof 0, no (N - 1) / N) is unbiased there, and over all N / 2 splits
     it is the exact formula; the simple-random-sampling form read such rows
-    27 / 28 x 70 / 69 - 1 = 2.2 % high at 14 splits of 8 pairs (the form through 631a7ee). None
+    28 / 27 x 69 / 70 - 1 = 2.2 % high at 14 splits of 8 pairs (the form through 631a7ee). For
+    a figure that is not a mean of per-pair terms the split means vary too, and with r their
+    share of V_d the split-mean form reads V_d (1 - 0.044 r) at 14 of 35 splits (all
+    samples' AUC on real shadows: r about 0.006; a median of 8: about 0.1). None
     with fewer than two rows or a row not finite."""
     from math import comb
     rows = np.asarray(rows, dtype=np.float64)
@@ -467,8 +468,7 @@ def designs(procedure: str) -> tuple[str, ...]:
             "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
             "jackknife_t": ("jackknife",),
             **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES},
-            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves"),
-            "delete3_halves_t": ("delete3", "halves")}[procedure] \
+            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves")}[procedure] \
         if procedure != "mixed" else _mixed_designs()
 
 

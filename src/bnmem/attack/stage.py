@@ -217,7 +217,8 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
             support = attack[arm][variant]["all"][f"support_{level}"]
             membership["arms"][arm][f"{fig}_support"] = support
             if not support["supported"]:
-                membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None}
+                membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None,
+                                                         "rule": None}
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in SUBSETS},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
