@@ -340,7 +340,7 @@ def test_readme_quotes_the_deleted_outcome():
     from bnmem.report.markdown import _procedure_text
     text = " ".join(_procedure_text("mixed", 100, 8).split())
     assert (f"({cs['A']:.3f} / {cs['C']:.3f} / {cs['B']:.3f} on three pools of 128 real shadow "
-            f"pairs, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} on two") in text
+            f"pairs and 0.959 on a fourth, fresh one, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} on two") in text
     # fewer than 100 draws: the rules named are the fallbacks the intervals use
     assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
     assert I.rules_for(8, 50)[("auc", "equal")] == "jacksum" == I.rules_for(8, 99)[("auc", "equal")]
@@ -413,3 +413,26 @@ def test_pooled_cells_are_the_pools_cells_concatenated():
     with pytest.raises(SystemExit, match="different keys"):
         rsp.cell_pooled([d, {**d, "hcov": {k: v for k, v in d["hcov"].items() if k != keys[0]}}],
                         "A", "D4")
+
+
+@pytest.mark.slow  # loads pool D's stores (about 10 s)
+def test_readme_quotes_the_fresh_pools_retest():
+    """README's figures for the rule in use on pool D (bench/results/real_shadows_pooled_plan.md),
+    recomputed from the committed stores: it passes the confirmation gates, so it stays."""
+    import real_shadow_pooled as rsp
+    from bnmem.attack import intervals as I
+    t = rsd.table(rsp.load_pool(3, 200))
+    c = t["E"]["rules"]["D4"]
+    assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
+    from bnmem.report.markdown import _procedure_text
+    assert f"and {c['coverage']:.3f} on a fourth, fresh one" in " ".join(_procedure_text("mixed", 100, 8).split())
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"**{c['coverage']:.3f}** (lowest key {c['min']:.3f}) at {c['width_calibrated']:.2f}× "
+            "the calibrated width") in flat
+    # the overlap's D4 passes on pool D; README: it failed pool B alone
+    assert rsd.passes(t["B"]["rules"]["D4"], rsd.BANDS["confirm"])[0]
+    assert "failing pool B alone: 0.972 where V_h's floor binds" in flat
+    v4 = [t[cls]["vd_tp"][4] for cls in "ABE"]
+    vj = [t[cls]["vd_tp"]["j"] for cls in "ABE"]
+    assert (f"V_4 / T_p for the AUC classes is {min(v4):.2f}–{max(v4):.2f} and the delete-one "
+            f"jackknife's {min(vj):.2f}–{max(vj):.2f}") in flat

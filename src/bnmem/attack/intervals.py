@@ -299,7 +299,8 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # delete4_halves (the delete-4 jackknife plus the halves' samples' part) for all samples'
 # AUC (DELETED_STUDIED), selected on real-shadow pool A and confirmed on pools C and B
 # (bench/results/real_shadows_deleted_plan.md; over the overlap it was selected, confirmed
-# on pool C, not on pool B: `both` stays). It is an empirical rule, not a
+# on pool C, not on pool B: `both` stays), and again on a fresh pool D
+# (bench/results/real_shadows_pooled_plan.md: 0.959). It is an empirical rule, not a
 # consistent variance: V_4 still overstates the pairs' variance about 1.3x there, which
 # at 1.96 makes up for V_4's noise (7 pairs' degrees of freedom); where V_4 is unbiased
 # (memorization; and the simulator, 0.918 on seed 32) the same rule covers about 0.92.
