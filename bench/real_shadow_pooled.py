@@ -3,7 +3,9 @@ amended at 00:15 before any was read): the delete-d rules selected on real-shado
 A + C + B pooled, checked on each pool and on a fresh pool D; class E's D4 re-tested on D.
 
     python bench/real_shadow_pooled.py --out bench/results/real_shadows_pooled.md
-    python bench/real_shadow_pooled.py --subsets-d 120 ...   # pool D's first 120 subsets
+    python bench/real_shadow_pooled.py --select-only          # the pooled selection alone
+
+Pool D is read only at its 200 subsets (the amendment of 00:15).
 
 Each pool is scored against its own truth by bench/real_shadow_deleted.py's per-subset
 coverage (V_4 in the pipeline's split-mean form); a pooled cell concatenates, per key, the
@@ -126,13 +128,14 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
          "a fresh pool D",
          "", "Plan: [real_shadows_pooled_plan.md](real_shadows_pooled_plan.md) (written before any "
          "pool-D figure). `python bench/real_shadow_pooled.py"
-         + (f" --subsets-d {n_d}" if n_d != CONFIRMATION[2] else "") + "`. V_4 in split-mean form. "
+         + "`. V_4 in split-mean form. "
          "Nominal 0.95; selection band [0.935, 0.965], confirmation [0.93, 0.97].", "",
          "## Selection: pools A (200 subsets), C (200), B (100) pooled", "", *head]
     L += [row(cls, r, c) for cls, t in sel.items() for r, c in t["rules"].items()]
     L += ["", "Today's rules (jacksum, both, pairs_t) are scored over pools A and B only (pool C's "
           "main store holds no coverage subsets). The pools weigh 2 : 2 : 1 (their subsets); at "
-          "1 : 1 : 1 class C's selection is D4t instead of D3t (widths 1.2092 / 1.2099).", "",
+          "1 : 1 : 1 class C's selection is D4t instead of D3t (D4t, which fails gate (iv) here, "
+          "qualifies there and is narrower).", "",
           f"## Confirmation: pool D ({n_d} subsets, data seed 3)", "", *head]
     L += [row(cls, r, c) for cls, t in conf.items() for r, c in t["rules"].items()]
     L += ["", "**V_d / T_p** on pool D (ratios of sums over the keys; d = 2 / 3 / 4, and V_j): "
@@ -143,7 +146,8 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
               f"{cls} {o['coverage']:.3f} / {o['d4_over_truth']:.2f}"
               for cls, o in ((c, D.oracle(dd, c)) for c in conf)) + ".", "",
           "## Outcome (the plan's rules)", ""]
-    L += [f"- {cls}: selected {x['selected']} ({x['why']}); the confirmation gates per pool: "
+    L += [f"- {cls}: selected {x['selected'] if x['selected'] in D.RULES else H.name(x['selected'])} "
+          f"({x['why']}); the confirmation gates per pool: "
           + ("; ".join(f"{p} " + ("passes" if ok else f"fails ({why})")
                        for p, (ok, why) in x["checks"].items()) or "—")
           + f". **{x['action']}**" for cls, x in dec.items()]
@@ -152,8 +156,6 @@ def markdown(sel: dict, conf: dict, dd: dict, dec: dict, n_d: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--subsets-d", type=int, default=CONFIRMATION[2],
-                    help="pool D's first N subsets (the plan: 200; nothing decided below 100)")
     ap.add_argument("--select-only", action="store_true", help="the pooled selection alone")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -163,13 +165,11 @@ def main() -> None:
         for cls in R.CLASSES:
             print(cls, *D.select(sel, cls))
         return
-    if a.subsets_d < 100:
-        raise SystemExit(f"--subsets-d {a.subsets_d}: the plan decides nothing below 100 subsets")
-    dd = load_pool(CONFIRMATION[1], a.subsets_d)
+    dd = load_pool(CONFIRMATION[1], CONFIRMATION[2])  # refuses fewer finished subsets
     conf = D.table(dd)
     per_pool = {name: D.table(load_pool(seed, n)) for name, seed, n in SELECTION}
-    dec = decide(sel, {**per_pool, "D": conf}, a.subsets_d)
-    H.write(markdown(sel, conf, dd, dec, a.subsets_d), a.out)
+    dec = decide(sel, {**per_pool, "D": conf}, CONFIRMATION[2])
+    H.write(markdown(sel, conf, dd, dec, CONFIRMATION[2]), a.out)
 
 
 if __name__ == "__main__":

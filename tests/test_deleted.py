@@ -421,7 +421,8 @@ def test_readme_quotes_the_fresh_pools_retest():
     recomputed from the committed stores: it passes the confirmation gates, so it stays."""
     import real_shadow_pooled as rsp
     from bnmem.attack import intervals as I
-    t = rsd.table(rsp.load_pool(3, 200))
+    d = rsp.load_pool(3, 200)
+    t = rsd.table(d)
     c = t["E"]["rules"]["D4"]
     assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
     from bnmem.report.markdown import _procedure_text
@@ -429,10 +430,41 @@ def test_readme_quotes_the_fresh_pools_retest():
     flat = " ".join((ROOT / "README.md").read_text().split())
     assert (f"**{c['coverage']:.3f}** (lowest key {c['min']:.3f}) at {c['width_calibrated']:.2f}× "
             "the calibrated width") in flat
+    o = rsd.oracle(d, "E")  # the offsetting errors, on pool D
+    assert (f"an interval of the true width covers {o['coverage']:.3f} and V_4 + max(V_h, 0) is "
+            f"{o['d4_over_truth']:.2f}× T_p + T_s") in flat
     # the overlap's D4 passes on pool D; README: it failed pool B alone
     assert rsd.passes(t["B"]["rules"]["D4"], rsd.BANDS["confirm"])[0]
-    assert "failing pool B alone: 0.972 where V_h's floor binds" in flat
+    assert (f"failing pool B alone (0.972 where V_h's floor binds; "
+            f"{t['B']['rules']['D4']['coverage']:.3f} on pool D)") in flat
     v4 = [t[cls]["vd_tp"][4] for cls in "ABE"]
     vj = [t[cls]["vd_tp"]["j"] for cls in "ABE"]
     assert (f"V_4 / T_p for the AUC classes is {min(v4):.2f}–{max(v4):.2f} and the delete-one "
             f"jackknife's {min(vj):.2f}–{max(vj):.2f}") in flat
+
+
+@pytest.mark.slow  # the four pools' tables and the pooled selection (about 40 s)
+def test_the_pooled_plans_decisions_follow_its_amendment():
+    """bench/real_shadow_pooled.py regenerates the committed table byte for byte, and decides
+    as the amended plan says: a rule only if it passes on every pool (none of A-D does),
+    class E's D4 kept because it passes on pool D, reverted to jacksum were it to fail."""
+    import copy
+    import real_shadow_pooled as rsp
+    sel = rsp.table_pooled([rsp.load_pool(seed, n) for _, seed, n in rsp.SELECTION])
+    dd = rsp.load_pool(*rsp.CONFIRMATION[1:])
+    per = {name: rsd.table(rsp.load_pool(seed, n)) for name, seed, n in rsp.SELECTION}
+    per["D"] = rsd.table(dd)
+    dec = rsp.decide(sel, per, rsp.CONFIRMATION[2])
+    assert {c: x["selected"] for c, x in dec.items()} == {
+        "A": "D4", "B": "D4", "C": "D3t", "D": "D3", "E": "D4", "F": "C8", "G": "C6"}
+    assert all(dec[c]["action"] == "today's rule stays" for c in "ABCDFG")
+    assert dec["E"]["action"].startswith("D4 (in use) stays")
+    # B fails on pool B alone: pool D alone (the plan as first written) would have adopted it
+    assert [p for p, (ok, _) in dec["B"]["checks"].items() if not ok] == ["B"]
+    assert f"{per['B']['B']['rules']['D4']['bound']:.3f} where V_h's floor binds" == "0.972 where V_h's floor binds"
+    text = rsp.markdown(sel, per["D"], dd, dec, rsp.CONFIRMATION[2]) + "\n"
+    assert text == (ROOT / "bench/results/real_shadows_pooled.md").read_text()
+    worse = copy.deepcopy(per)
+    worse["D"]["E"]["rules"]["D4"]["coverage"] = 0.92
+    assert "reverts to jacksum" in rsp.decide(sel, worse, 200)["E"]["action"]
+    assert "nothing decided" in rsp.decide(sel, per, 150)["E"]["action"]
