@@ -221,8 +221,8 @@ def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:
     it is the exact formula; the simple-random-sampling form read such rows
     28 / 27 x 69 / 70 - 1 = 2.2 % high at 14 splits of 8 pairs (the form through 631a7ee). For
     a figure that is not a mean of per-pair terms the split means vary too, and with r their
-    share of V_d the split-mean form reads V_d (1 - 0.044 r) at 14 of 35 splits (all
-    samples' AUC on real shadows: r about 0.006; a median of 8: about 0.1). None
+    share of V_d the split-mean form reads V_d (1 - 0.044 r) at 14 of 35 splits (a review's
+    check on simulated data: r about 0.006 for a pooled AUC, 0.1 for a median of 8). None
     with fewer than two rows or a row not finite."""
     from math import comb
     rows = np.asarray(rows, dtype=np.float64)
@@ -362,6 +362,16 @@ def real_shadow_recipe(dataset: str, arch: str) -> bool:
     return (dataset, arch) == REAL_SHADOW_RECIPE
 
 
+def real_shadow_rules_hold(n_pairs: int | None = None, draws: int | None = None,
+                           recipe: bool = True) -> bool:
+    """Whether `mixed`'s real-shadow rules can be read in a run: HALVES_PAIRS pairs (None:
+    that many), `draws` (model_bootstrap; None: enough) giving HALVES_MIN_SHARED shared
+    reweightings, on their recipe (`recipe`: real_shadow_recipe's answer). Else their rows
+    are not drawn (resample.draw_plan) and HALVES_FALLBACK's rules stand (rules_for)."""
+    return ((n_pairs is None or n_pairs == HALVES_PAIRS)
+            and (draws is None or draws // 2 >= HALVES_MIN_SHARED) and recipe)
+
+
 def rules_for(n_pairs: int | None = None, draws: int | None = None, recipe: bool = True
               ) -> dict[tuple[str, str], str]:
     """`mixed`'s rules (MIXED_RULES) for a run with `n_pairs` complementary pairs (None: 8):
@@ -370,8 +380,7 @@ def rules_for(n_pairs: int | None = None, draws: int | None = None, recipe: bool
     real_shadow_recipe's answer) (else HALVES_FALLBACK's); TPR takes
     TPR_RULE_MANY_PAIRS above TPR_PAIRS_SIMULATED pairs where one is set."""
     rules = dict(MIXED_RULES)
-    if ((n_pairs is not None and n_pairs != HALVES_PAIRS)
-            or (draws is not None and draws // 2 < HALVES_MIN_SHARED) or not recipe):
+    if not real_shadow_rules_hold(n_pairs, draws, recipe):
         # only the entries a real-shadow rule holds
         rules.update({k: v for k, v in HALVES_FALLBACK.items()
                       if rules.get(k) in REAL_SHADOW_PROCEDURES})

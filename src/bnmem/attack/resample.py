@@ -22,8 +22,8 @@ import numpy as np
 
 from bnmem.attack.lira import PairSignals, lira_draw
 from bnmem.core.kinds import CLEAN, FLIPPED, KINDS, OOD, SUBSETS
-from bnmem.attack.intervals import (DELETED_DESIGNS, DELETED_ROWS, HALVES_MIN_SHARED, HALVES_PAIRS,
-                                    IntervalPlan, designs, halves_groups)
+from bnmem.attack.intervals import (DELETED_DESIGNS, DELETED_ROWS, HALVES_PAIRS, IntervalPlan,
+                                    designs, halves_groups, real_shadow_rules_hold)
 from bnmem.attack.matched import at_fit, common_fit, epoch_at, fit_grid
 from bnmem.attack.roc import bootstrap_weights, ranked, ranked_curves, roc_summary, tpr_supported
 
@@ -37,10 +37,10 @@ def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Genera
     """(pair counts [R, P], sample weights [R, N], plan) for one interval procedure
     (`draw_designs` over the designs it needs); recipe False (a run on another recipe than
     the real shadows', intervals.real_shadow_recipe): no halves or delete-d rows, so their
-    rules fall back. Nor under `mixed` with fewer than 2 HALVES_MIN_SHARED draws, where
-    its real-shadow rules fall back anyway (intervals.IntervalPlan.rule_for): rows no rule
+    rules fall back. Nor under `mixed` wherever its real-shadow rules fall back anyway
+    (intervals.real_shadow_rules_hold: another pair count, too few draws): rows no rule
     reads are not drawn."""
-    real = recipe and (procedure != "mixed" or n_boot // 2 >= HALVES_MIN_SHARED)
+    real = (real_shadow_rules_hold(n_pairs, n_boot, recipe) if procedure == "mixed" else recipe)
     names = tuple(d for d in designs(procedure)
                   if real or d not in ("halves", *DELETED_DESIGNS))
     counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, names)
