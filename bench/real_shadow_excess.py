@@ -1,0 +1,247 @@
+"""Where the pairs' jackknife's excess comes from (plan: bench/results/real_shadow_excess_plan.md,
+written before any of these figures): the delete-one and delete-4 jackknives of an arm's
+all-sample AUC, and of variants of it that each remove one suspected cause, against the
+variance over fresh subsets of a real-shadow pool.
+
+    python bench/real_shadow_excess.py --pool-dir /work/realpool3 --subsets 200 --out bench/results/real_shadow_excess.md
+
+Pool pairs 0..112 are drawn from; 113..120 are the fixed targets of `refs_only`, 121..127
+the fixed references of `targets_only` (pair p: models 2p and 2p + 1, complementary).
+Variants of one 8-pair subset T (a row: a subset of T):
+
+- base: the pipeline's figure: every model of T the target, scored by LiRA (the headline
+  `lira_online_fixed`) against T's other pairs; the pooled ROC's AUC. Checked equal to
+  `bnmem.attack.resample.arm_draw`'s auc_all on the first subset.
+- per_model: the same scores, the mean of the 16 models' own AUCs (no pooling of scores
+  across targets).
+- mean_loc: as base with each sample's IN / OUT location the mean, not the median.
+- refs_only: fixed targets (8 pairs outside every subset) scored against all of T: the
+  figure varies with the references alone.
+- targets_only: T's models scored against fixed references (7 pairs outside every
+  subset): the figure varies with the targets alone.
+
+Per variant: T_p, the variance of the 8-pair figure over the subsets (x (N - 1) / (N - 8)
+for drawing without replacement from N = 113 pairs); V_1, the delete-one jackknife ((P - 1)
+/ P sum of squared deviations over 8 rows); V_4, the delete-4 jackknife over all 35
+complementary splits (70 rows; mean squared deviation, the split-mean form); their means
+over the subsets, over T_p, with 95 % intervals from resampling the subsets (T_p and the
+mean together).
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+import bnmem  # noqa: E402,F401  (pins the CPU kernels before numpy loads)
+import lscpu  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bnmem.attack.lira import SD_FLOOR, PairSignals  # noqa: E402
+from bnmem.attack.resample import arm_draw  # noqa: E402
+from bnmem.attack.signals import load_shadow  # noqa: E402
+from bnmem.attack.stage import headline_variant  # noqa: E402
+from bnmem.data.pool import load_pool  # noqa: E402
+
+PAIRS = 8
+DRAW_FROM = 113          # subsets from pairs 0..112
+FIXED_TARGETS = np.arange(113, 121)
+FIXED_REFS = np.arange(121, 128)
+VARIANTS = ("base", "per_model", "mean_loc", "refs_only", "targets_only")
+ARMS = ("none", "batchnorm")
+SPLITS = [np.array(c) for c in itertools.combinations(range(PAIRS), PAIRS // 2) if 0 in c]  # 35
+
+
+def load_arm(pool_dir: Path, arm: str, labels: np.ndarray) -> dict:
+    sig = load_shadow([pool_dir / arm / "shard_0.npz"], labels, 0)
+    phi, keep, ids = sig.phi, sig.keep, sig.model_ids
+    assert np.array_equal(ids, np.arange(ids.size)), "model ids 0..m-1 expected"
+    assert not (keep[0::2] & keep[1::2]).any() and (keep[0::2] | keep[1::2]).all(), "pairs (2p, 2p+1)"
+    a, b = np.swapaxes(phi[0::2], 1, 2), np.swapaxes(phi[1::2], 1, 2)  # [P, Q, N]
+    k = keep[0::2][:, None, :]
+    return {"phi": phi, "keep": keep, "x": np.swapaxes(phi, 1, 2),  # x [m, Q, N]
+            "inside": np.where(k, a, b), "outside": np.where(k, b, a)}
+
+
+def gaussians(d: dict, refs: np.ndarray, location: str) -> tuple:
+    """(mu_in, mu_out [Q, N], pooled sd in, out [Q, 1]) from the reference pairs `refs`."""
+    out = []
+    for side in ("inside", "outside"):
+        v = d[side][refs]  # [R, Q, N]
+        mu = np.median(v, axis=0) if location == "median" else v.mean(0)
+        ss = ((v - v.mean(0)) ** 2).sum(0)
+        sd = np.sqrt(ss.sum(-1, keepdims=True) / (v.shape[-1] * (len(refs) - 1)))
+        out += [mu, np.maximum(sd, SD_FLOOR)]
+    return out[0], out[2], out[1], out[3]
+
+
+def score(d: dict, model: int, g: tuple) -> np.ndarray:
+    mu_in, mu_out, sd_in, sd_out = g
+    x = d["x"][model]
+    z_in, z_out = (x - mu_in) / sd_in, (x - mu_out) / sd_out
+    return (-0.5 * z_in ** 2 - np.log(sd_in) + 0.5 * z_out ** 2 + np.log(sd_out)).mean(0)
+
+
+def auc(s: np.ndarray, lab: np.ndarray) -> float:
+    """Mann-Whitney AUC (ties half) of scores s with labels lab (1-d)."""
+    order = np.argsort(s, kind="stable")
+    ss = s[order]
+    ranks = np.empty(s.size)
+    ends = np.r_[np.flatnonzero(ss[1:] != ss[:-1]), ss.size - 1]
+    starts = np.r_[0, ends[:-1] + 1]
+    avg = (starts + ends) / 2 + 1
+    ranks[order] = np.repeat(avg, ends - starts + 1)
+    n1 = lab.sum()
+    n0 = lab.size - n1
+    return float((ranks[lab].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def figure(d: dict, pairs: np.ndarray, variant: str) -> float:
+    """The variant's figure on the pairs `pairs` (a subset or a row of one)."""
+    if variant == "refs_only":
+        g = gaussians(d, pairs, "median")
+        targets = {p: g for p in FIXED_TARGETS}
+    elif variant == "targets_only":
+        g = gaussians(d, FIXED_REFS, "median")
+        targets = {p: g for p in pairs}
+    else:
+        loc = "mean" if variant == "mean_loc" else "median"
+        targets = {p: gaussians(d, pairs[pairs != p], loc) for p in pairs}
+    scores, labels = [], []
+    for p, g in targets.items():
+        for m in (2 * p, 2 * p + 1):
+            scores.append(score(d, m, g))
+            labels.append(d["keep"][m])
+    if variant == "per_model":
+        return float(np.mean([auc(s, l) for s, l in zip(scores, labels)]))
+    return auc(np.concatenate(scores), np.concatenate(labels))
+
+
+def subset_rows(d: dict, pairs: np.ndarray, variant: str) -> dict:
+    """The figure on the subset, its 8 delete-one rows and its 70 delete-4 rows (both halves of
+    all 35 complementary splits)."""
+    j = [figure(d, np.delete(pairs, i), variant) for i in range(PAIRS)]
+    h = []
+    for sp in SPLITS:
+        h += [figure(d, pairs[sp], variant),
+              figure(d, pairs[np.setdiff1d(np.arange(PAIRS), sp)], variant)]
+    return {"full": figure(d, pairs, variant), "j": j, "h": h}
+
+
+def summary(rows: dict) -> dict:
+    """V_1, V_4 (split-mean form over all 35 splits) and one 7- and one 4-pair row."""
+    j, h = np.asarray(rows["j"]), np.asarray(rows["h"])
+    return {"full": rows["full"], "v1": float((PAIRS - 1) / PAIRS * ((j - j.mean()) ** 2).sum()),
+            "v4": float(((h - h.mean()) ** 2).mean()), "row7": float(j[0]), "row4": float(h[0])}
+
+
+def difference(a: dict, b: dict) -> dict:
+    return {"full": a["full"] - b["full"], "j": list(np.subtract(a["j"], b["j"])),
+            "h": list(np.subtract(a["h"], b["h"]))}
+
+
+def check_base(d: dict, pairs: np.ndarray, variant_name: str) -> None:
+    """The base figure equals the pipeline's auc_all (arm_draw) on these pairs."""
+    rows = np.sort(np.concatenate([2 * pairs, 2 * pairs + 1]))
+    ps = PairSignals.build(d["phi"][rows], d["keep"][rows], rows)
+    sub = {"phi": d["phi"][rows], "keep": d["keep"][rows], "correct": np.zeros_like(d["keep"][rows]),
+           "epoch_phi": None, "epoch_correct": None}
+    kind = np.zeros(d["keep"].shape[1], np.int64)
+    ref = arm_draw(sub, ps, [], np.ones(PAIRS, np.int64), np.ones(kind.size), kind,
+                   variant_name, True, None, "lean")["auc_all"]
+    mine = figure(d, pairs, "base")
+    if not abs(ref - mine) < 1e-9:
+        raise SystemExit(f"base figure {mine!r} differs from arm_draw's auc_all {ref!r}")
+
+
+def ratios(recs: list[dict], n_pool: int, rng: np.random.Generator, boot: int = 2000) -> dict:
+    full = np.array([r["full"] for r in recs])
+    v1, v4 = np.array([r["v1"] for r in recs]), np.array([r["v4"] for r in recs])
+    r7, r4 = np.array([r["row7"] for r in recs]), np.array([r["row4"] for r in recs])
+    fpc = (n_pool - 1) / (n_pool - PAIRS)
+
+    def stat(ix):
+        tp = full[ix].var(ddof=1) * fpc
+        return (v1[ix].mean() / tp, v4[ix].mean() / tp,
+                r7[ix].var(ddof=1) * (n_pool - 1) / (n_pool - 7) * 7 / (8 * tp),
+                r4[ix].var(ddof=1) * (n_pool - 1) / (n_pool - 4) * 4 / (8 * tp))
+
+    point = stat(np.arange(len(recs)))
+    bs = np.array([stat(rng.integers(0, len(recs), len(recs))) for _ in range(boot)])
+    lo, hi = np.percentile(bs, [2.5, 97.5], axis=0)
+    names = ("v1_tp", "v4_tp", "n7_tp7", "n4_tp4")
+    return {"t_p": float(full.var(ddof=1) * fpc), "mean": float(full.mean()),
+            **{n: [float(point[i]), float(lo[i]), float(hi[i])] for i, n in enumerate(names)}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pool-dir", type=Path, required=True)
+    ap.add_argument("--subsets", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=41)
+    ap.add_argument("--store", type=Path, default=ROOT / "results" / "real_shadow_excess.jsonl")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    t0 = time.time()
+    labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
+    data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
+    variant = headline_variant(2 * PAIRS)
+    rng = np.random.default_rng(a.seed)
+    subsets = [np.sort(rng.choice(DRAW_FROM, PAIRS, replace=False)) for _ in range(a.subsets)]
+    for arm in ARMS:
+        check_base(data[arm], subsets[0], variant)
+    done = {}
+    if a.store.is_file():
+        for line in a.store.read_text().splitlines():
+            r = json.loads(line)
+            done[r["unit"]] = r
+    with a.store.open("a") as f:
+        for u, pairs in enumerate(subsets):
+            if u in done:
+                continue
+            rec = {"unit": u, "pairs": pairs.tolist()}
+            for arm in ARMS:
+                rec[arm] = {v: subset_rows(data[arm], pairs, v) for v in VARIANTS}
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            done[u] = rec
+    recs = [done[u] for u in range(a.subsets)]
+    out = {"arms": {}, "machine": lscpu.describe(), "seconds": time.time() - t0}
+    for arm in (*ARMS, "BN - none"):
+        out["arms"][arm] = {}
+        for v in VARIANTS:
+            rs = [summary(difference(r["batchnorm"][v], r["none"][v]) if arm == "BN - none"
+                          else r[arm][v]) for r in recs]
+            out["arms"][arm][v] = ratios(rs, DRAW_FROM, np.random.default_rng(7))
+    text = markdown(out, a)
+    if a.out:
+        a.out.write_text(text)
+    print(text)
+
+
+def markdown(out: dict, a) -> str:
+    L = ["# Where the pairs' jackknife's excess comes from", "",
+         f"Plan: [real_shadow_excess_plan.md](real_shadow_excess_plan.md) (written before any "
+         f"figure). `python bench/real_shadow_excess.py --pool-dir {a.pool_dir} --subsets "
+         f"{a.subsets} --seed {a.seed}`: {out['seconds']:.0f} s on {out['machine']}.", "",
+         "Each cell: ratio [95 % interval, resampling the subsets]. V_1 / T_p: the delete-one "
+         "jackknife over the true variance; V_4 / T_p: the delete-4 jackknife (all 35 "
+         "splits); n Var(S_n) / 8 T_p at n = 7 and 4: the variance-vs-size law (1 if the "
+         "figure's variance falls as 1 / n).", "",
+         "| arm | variant | mean figure | T_p | V_1 / T_p | V_4 / T_p | 7 Var(S_7) / 8 T_p | 4 Var(S_4) / 8 T_p |",
+         "|---|---|---|---|---|---|---|---|"]
+    for arm, vs in out["arms"].items():
+        for v, r in vs.items():
+            cells = [f"{r[k][0]:.2f} [{r[k][1]:.2f}, {r[k][2]:.2f}]"
+                     for k in ("v1_tp", "v4_tp", "n7_tp7", "n4_tp4")]
+            L.append(f"| {arm} | {v} | {r['mean']:.4f} | {r['t_p']:.2e} | " + " | ".join(cells) + " |")
+    return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    main()
