@@ -122,6 +122,29 @@ def figure(d: dict, pairs: np.ndarray, variant: str) -> float:
     return auc(np.concatenate(scores), np.concatenate(labels))
 
 
+def split_roles(d: dict, units: np.ndarray) -> float:
+    """Exploratory (after the outcome, not in the plan): unit u = (target pair units[u, 0],
+    reference pair units[u, 1]), two different pairs; each unit's target scored against the
+    other units' reference pairs (the base's leave-one-out with the two roles played by
+    different pairs); the pooled ROC's AUC."""
+    scores, labels = [], []
+    for u in range(len(units)):
+        g = gaussians(d, np.delete(units[:, 1], u), "median")
+        for m in (2 * units[u, 0], 2 * units[u, 0] + 1):
+            scores.append(score(d, m, g))
+            labels.append(d["keep"][m])
+    return auc(np.concatenate(scores), np.concatenate(labels))
+
+
+def split_rows(d: dict, units: np.ndarray) -> dict:
+    """subset_rows' rows for split_roles: rows delete units (both their pairs)."""
+    j = [split_roles(d, np.delete(units, i, 0)) for i in range(PAIRS)]
+    h = []
+    for sp in SPLITS:
+        h += [split_roles(d, units[sp]), split_roles(d, units[np.setdiff1d(np.arange(PAIRS), sp)])]
+    return {"full": split_roles(d, units), "j": j, "h": h}
+
+
 def subset_rows(d: dict, pairs: np.ndarray, variant: str) -> dict:
     """The figure on the subset, its 8 delete-one rows and its 70 delete-4 rows (both halves of
     all 35 complementary splits)."""
@@ -186,7 +209,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--store", type=Path, default=ROOT / "results" / "real_shadow_excess.jsonl")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--split-roles", action="store_true",
+                    help="exploratory (after the outcome): the split_roles variant alone, 16 "
+                         "pairs per subset (8 targets, 8 references), its own store")
     a = ap.parse_args()
+    if a.split_roles:
+        return explore_split_roles(a)
     t0 = time.time()
     labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
     data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
@@ -218,17 +246,91 @@ def main() -> None:
             rs = [summary(difference(r["batchnorm"][v], r["none"][v]) if arm == "BN - none"
                           else r[arm][v]) for r in recs]
             out["arms"][arm][v] = ratios(rs, DRAW_FROM, np.random.default_rng(7))
-    text = markdown(out, a)
+    out.update(timing(a.store, t0))
+    text = markdown(out, a) + "\n" + "\n".join(outcome(out)) + "\n"
     if a.out:
         a.out.write_text(text)
     print(text)
+
+
+def timing(store: Path, t0: float) -> dict:
+    """The computing run's seconds and machine: written to the store's meta by the run that
+    computed units, read back by one that only reads the store."""
+    meta = store.with_suffix(".meta.json")
+    if not meta.is_file() or time.time() - t0 > 30:
+        meta.write_text(json.dumps({"seconds": time.time() - t0, "machine": lscpu.describe()}))
+    return json.loads(meta.read_text())
+
+
+def explore_split_roles(a) -> None:
+    t0 = time.time()
+    labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
+    data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
+    rng = np.random.default_rng([a.seed, 2])
+    subsets = [rng.choice(DRAW_FROM, 2 * PAIRS, replace=False).reshape(2, PAIRS).T
+               for _ in range(a.subsets)]
+    store = a.store.with_name(a.store.stem + "_split_roles.jsonl")
+    done = {json.loads(x)["unit"]: json.loads(x) for x in
+            (store.read_text().splitlines() if store.is_file() else [])}
+    with store.open("a") as f:
+        for u, units in enumerate(subsets):
+            if u not in done:
+                done[u] = {"unit": u, **{arm: {"split_roles": split_rows(data[arm], units)}
+                                         for arm in ARMS}}
+                f.write(json.dumps(done[u]) + "\n")
+                f.flush()
+    recs = [done[u] for u in range(a.subsets)]
+    out = {"arms": {}, "machine": lscpu.describe(), "seconds": time.time() - t0}
+    for arm in (*ARMS, "BN - none"):
+        rs = [summary(difference(r["batchnorm"]["split_roles"], r["none"]["split_roles"])
+                      if arm == "BN - none" else r[arm]["split_roles"]) for r in recs]
+        # units are two pairs each, drawn from 113: 56 units' worth of pool
+        out["arms"][arm] = {"split_roles": ratios(rs, DRAW_FROM // 2, np.random.default_rng(7))}
+    out.update(timing(store, t0))
+    text = markdown(out, a).replace("# Where the pairs'", "# (exploratory) Where the pairs'") + (
+        "\nExploratory, run after the plan's outcome was read and not in the plan: each unit is "
+        "two pool pairs, one the target, the other a reference for every other unit's target "
+        "(the base's leave-one-out with the two roles played by different pairs); 16 pairs per "
+        "subset, T_p's finite-pool factor for 56 units.\n")
+    if a.out:
+        a.out.write_text(text)
+    print(text)
+
+
+def reading(r: dict) -> str:
+    """The plan's criterion on V_1 / T_p's 95 % interval: shows the excess (wholly above 1.3),
+    free of it (upper end below 1.3) or neither."""
+    _, lo, hi = r["v1_tp"]
+    return "shows the excess" if lo > 1.3 else "free of it" if hi < 1.3 else "neither"
+
+
+def outcome(out: dict) -> list[str]:
+    """The plan's readings on BN - none."""
+    v = {k: reading(r) for k, r in out["arms"]["BN - none"].items()}
+    lines = ["## Outcome (the plan's criteria, on BN - none)", ""]
+    lines += [f"- {k}: {w}" for k, w in v.items()]
+    if v["base"] != "shows the excess":
+        return lines + ["", "- base does not show the excess on this figure: nothing else is read."]
+    said = []
+    if v["per_model"] == "free of it":
+        said.append("H-pool supported (per_model free, base shows it)")
+    if v["mean_loc"] == "free of it":
+        said.append("H-med supported (mean_loc free, base shows it)")
+    if v["refs_only"] == "shows the excess" and v["targets_only"] == "free of it":
+        said.append("H-ref supported (refs_only shows it, targets_only free)")
+    if v["targets_only"] == "shows the excess" and v["refs_only"] == "free of it":
+        said.append("the targets and the pooled ROC (targets_only shows it, refs_only free)")
+    return lines + [""] + ([f"- **{x}**" for x in said] or
+                           ["- **no candidate cause is supported**: the pattern is reported as "
+                            "it is, with no cause claimed"])
 
 
 def markdown(out: dict, a) -> str:
     L = ["# Where the pairs' jackknife's excess comes from", "",
          f"Plan: [real_shadow_excess_plan.md](real_shadow_excess_plan.md) (written before any "
          f"figure). `python bench/real_shadow_excess.py --pool-dir {a.pool_dir} --subsets "
-         f"{a.subsets} --seed {a.seed}`: {out['seconds']:.0f} s on {out['machine']}.", "",
+         f"{a.subsets} --seed {a.seed}{' --split-roles' if a.split_roles else ''}`: "
+         f"{out['seconds']:.0f} s on {out['machine']}.", "",
          "Each cell: ratio [95 % interval, resampling the subsets]. V_1 / T_p: the delete-one "
          "jackknife over the true variance; V_4 / T_p: the delete-4 jackknife (all 35 "
          "splits); n Var(S_n) / 8 T_p at n = 7 and 4: the variance-vs-size law (1 if the "
