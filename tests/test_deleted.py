@@ -352,8 +352,15 @@ def test_readme_quotes_the_deleted_outcome():
     sim = json.loads((ROOT / "results/coverage_deleted_seed32.json").read_text())["table"]
     d4, js32 = sim["delete4_halves"]["auc_all_delta"], sim["jacksum"]["auc_all_delta"]
     assert d4["runs"] == js32["runs"] == 500
-    assert f"it covers only {d4['coverage']:.3f}, so a run on another dataset" in text
     assert (f"equal epochs {d4['coverage']:.3f}, where jacksum covers {js32['coverage']:.3f}") in flat
+    # re-run on the same runs with V_4 in the split-mean form: the same runs (jacksum equal)
+    sm = json.loads((ROOT / "results/coverage_deleted_splitmean_seed32.json").read_text())["table"]
+    d4s, jss = sm["delete4_halves"]["auc_all_delta"], sm["jacksum"]["auc_all_delta"]
+    assert jss == js32 and d4s["runs"] == 500 and d4s["mean_width"] < d4["mean_width"]
+    assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
+            f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
+    # the report quotes the form the pipeline computes
+    assert f"it covers only {d4s['coverage']:.3f}, so a run on another dataset" in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)

@@ -303,7 +303,7 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # (bench/results/real_shadows_pooled_plan.md: 0.959). It is an empirical rule, not a
 # consistent variance: V_4 still overstates the pairs' variance about 1.3x there, which
 # at 1.96 makes up for V_4's noise (7 pairs' degrees of freedom); where V_4 is unbiased
-# (memorization; and the simulator, 0.918 on seed 32) the same rule covers about 0.92.
+# (memorization; and the simulator, 0.912 on seed 32) the same rule covers about 0.92.
 # HALVES_FALLBACK holds the rules replaced.
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
@@ -329,7 +329,7 @@ TPR_RULE_MANY_PAIRS: str | None = None
 HALVES_PAIRS = 8
 # ... and on the recipe the real shadows were trained on (dataset, arch); another reads the
 # fallback too: on the simulator, whose jackknife lacks the real shadows' excess,
-# delete4_halves covers 0.918 (bench/results/coverage_deleted_seed32.md)
+# delete4_halves covers 0.912 (bench/results/coverage_deleted_splitmean_seed32.md)
 REAL_SHADOW_RECIPE = ("fashion_mnist", "lenet")
 HALVES_FALLBACK: dict[tuple[str, str], str] = {("auc", "equal"): "jacksum"}
 # ... and with at least this many shared reweightings (model_bootstrap // 2; the study's 50),

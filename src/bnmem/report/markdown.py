@@ -64,7 +64,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "0.991 / 0.995 on two of them with intervals half again as wide: "
     "`bench/results/real_shadows_deleted_plan.md`, `real_shadows_pooled_plan.md`; in the "
     "simulator, whose delete-one "
-    "jackknife is about unbiased, it covers only 0.918, so a run on another dataset or "
+    "jackknife is about unbiased, it covers only 0.912, so a run on another dataset or "
     "architecture keeps jacksum). Not simulated, and given their family's "
     "rule for the read: AUC on "
     "clean samples at a matched criterion, the loss and gap criteria, the frontier curve's "
