@@ -54,6 +54,8 @@ FIXED_TARGETS = np.arange(113, 121)
 FIXED_REFS = np.arange(121, 128)
 VARIANTS = ("base", "per_model", "mean_loc", "refs_only", "targets_only")
 ARMS = ("none", "batchnorm")
+PLAN_FPC = (DRAW_FROM - 1) / (DRAW_FROM - PAIRS)  # the plan's factor, 112 / 105
+EXACT_FPC = DRAW_FROM / (DRAW_FROM - PAIRS)  # exact for a mean: Var = (1 - n / N) S^2 / n
 SPLITS = [np.array(c) for c in itertools.combinations(range(PAIRS), PAIRS // 2) if 0 in c]  # 35
 
 
@@ -156,11 +158,19 @@ def subset_rows(d: dict, pairs: np.ndarray, variant: str) -> dict:
     return {"full": figure(d, pairs, variant), "j": j, "h": h}
 
 
-def summary(rows: dict) -> dict:
-    """V_1, V_4 (split-mean form over all 35 splits) and one 7- and one 4-pair row."""
+def summary(rows: dict, pick: tuple[int, int]) -> dict:
+    """V_1, V_4 (split-mean form over all 35 splits) and the 7- and 4-pair rows `pick` (one
+    of each, chosen at random per subset: the size law)."""
     j, h = np.asarray(rows["j"]), np.asarray(rows["h"])
     return {"full": rows["full"], "v1": float((PAIRS - 1) / PAIRS * ((j - j.mean()) ** 2).sum()),
-            "v4": float(((h - h.mean()) ** 2).mean()), "row7": float(j[0]), "row4": float(h[0])}
+            "v4": float(((h - h.mean()) ** 2).mean()), "row7": float(j[pick[0]]),
+            "row4": float(h[pick[1]])}
+
+
+def picks(seed: int, n: int) -> list[tuple[int, int]]:
+    """Per subset, which delete-one row and which delete-4 row the size law reads."""
+    return [tuple(int(x) for x in np.random.default_rng([seed, 0x512E, u]).integers([PAIRS, 70]))
+            for u in range(n)]
 
 
 def difference(a: dict, b: dict) -> dict:
@@ -182,27 +192,45 @@ def check_base(d: dict, pairs: np.ndarray, variant_name: str) -> None:
         raise SystemExit(f"base figure {mine!r} differs from arm_draw's auc_all {ref!r}")
 
 
-def ratios(recs: list[dict], n_pool: int, rng: np.random.Generator, boot: int = 2000) -> dict:
+def ratios(recs: list[dict], fpc: float, n_pool: int, rng: np.random.Generator,
+           boot: int = 2000) -> dict:
+    """Ratios over T_p = the 8-pair figure's variance over subsets x fpc (the plan's (N - 1)
+    / (N - 8), or N / (N - 8), exact for a mean drawn without replacement from N); the size
+    law's n-pair variances x N / (N - n). Intervals: the subsets resampled (T_p and the
+    means together)."""
     full = np.array([r["full"] for r in recs])
     v1, v4 = np.array([r["v1"] for r in recs]), np.array([r["v4"] for r in recs])
     r7, r4 = np.array([r["row7"] for r in recs]), np.array([r["row4"] for r in recs])
-    fpc = (n_pool - 1) / (n_pool - PAIRS)
 
     def stat(ix):
         tp = full[ix].var(ddof=1) * fpc
-        return (v1[ix].mean() / tp, v4[ix].mean() / tp,
-                r7[ix].var(ddof=1) * (n_pool - 1) / (n_pool - 7) * 7 / (8 * tp),
-                r4[ix].var(ddof=1) * (n_pool - 1) / (n_pool - 4) * 4 / (8 * tp))
+        return (v1[ix].mean() / tp, v4[ix].mean() / tp, (v1[ix].mean() - v4[ix].mean()) / tp,
+                r7[ix].var(ddof=1) * n_pool / (n_pool - 7) * 7 / (8 * tp),
+                r4[ix].var(ddof=1) * n_pool / (n_pool - 4) * 4 / (8 * tp))
 
     point = stat(np.arange(len(recs)))
     bs = np.array([stat(rng.integers(0, len(recs), len(recs))) for _ in range(boot)])
     lo, hi = np.percentile(bs, [2.5, 97.5], axis=0)
-    names = ("v1_tp", "v4_tp", "n7_tp7", "n4_tp4")
-    return {"t_p": float(full.var(ddof=1) * fpc), "mean": float(full.mean()),
+    names = ("v1_tp", "v4_tp", "v1_v4_tp", "n7_tp7", "n4_tp4")
+    tp = float(full.var(ddof=1) * fpc)
+    return {"t_p": tp, "mean": float(full.mean()), "excess": float(v1.mean() - tp),
             **{n: [float(point[i]), float(lo[i]), float(hi[i])] for i, n in enumerate(names)}}
 
 
-def main() -> None:
+def table(recs: list[dict], variants: tuple[str, ...], fpc: float, n_pool: int, seed: int) -> dict:
+    """{arm or "BN - none": {variant: ratios}}."""
+    pk = picks(seed, len(recs))
+    out = {}
+    for arm in (*ARMS, "BN - none"):
+        out[arm] = {}
+        for v in variants:
+            rs = [summary(difference(r["batchnorm"][v], r["none"][v]) if arm == "BN - none"
+                          else r[arm][v], pk[u]) for u, r in enumerate(recs)]
+            out[arm][v] = ratios(rs, fpc, n_pool, np.random.default_rng(7))
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pool-dir", type=Path, required=True)
     ap.add_argument("--subsets", type=int, default=200)
@@ -212,89 +240,75 @@ def main() -> None:
     ap.add_argument("--split-roles", action="store_true",
                     help="exploratory (after the outcome): the split_roles variant alone, 16 "
                          "pairs per subset (8 targets, 8 references), its own store")
-    a = ap.parse_args()
-    if a.split_roles:
-        return explore_split_roles(a)
+    return ap
+
+
+def read_store(store: Path) -> dict:
+    return {json.loads(x)["unit"]: json.loads(x) for x in
+            (store.read_text().splitlines() if store.is_file() else [])}
+
+
+def compute(a, subsets: list, store: Path, unit_rows) -> tuple[list[dict], bool]:
+    """(the store's records of every subset, whether any was computed): the missing ones
+    computed from the pool (which is read only then) and appended."""
+    done = read_store(store)
+    missing = any(u not in done for u in range(len(subsets)))
+    if missing:
+        labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
+        data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
+        if not a.split_roles:
+            for arm in ARMS:
+                check_base(data[arm], subsets[0], headline_variant(2 * PAIRS))
+        with store.open("a") as f:
+            for u, pairs in enumerate(subsets):
+                if u not in done:
+                    done[u] = {"unit": u, **{arm: unit_rows(data[arm], pairs) for arm in ARMS}}
+                    f.write(json.dumps(done[u]) + "\n")
+                    f.flush()
+    return [done[u] for u in range(len(subsets))], missing
+
+
+def build(a) -> str:
+    """The study's markdown (its units computed where the store lacks them)."""
     t0 = time.time()
-    labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
-    data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
-    variant = headline_variant(2 * PAIRS)
+    if a.split_roles:
+        rng = np.random.default_rng([a.seed, 2])
+        subsets = [rng.choice(DRAW_FROM, 2 * PAIRS, replace=False).reshape(2, PAIRS).T
+                   for _ in range(a.subsets)]
+        store = a.store.with_name(a.store.stem + "_split_roles.jsonl")
+        recs, new = compute(a, subsets, store, lambda d, units: {"split_roles": split_rows(d, units)})
+        # each role's 8 pairs are drawn from the 113: the exact finite-pool factor for 8 of 113
+        out = {"arms": table(recs, ("split_roles",), EXACT_FPC, DRAW_FROM, a.seed)}
+        out.update(timing(store, t0, new))
+        return markdown(out, a).replace("# Where the pairs'", "# (exploratory) Where the pairs'") + (
+            "\nEach unit is two pool pairs, one the target, the other a reference for every "
+            "other unit's target (the base's leave-one-out with the two roles played by "
+            "different pairs); 16 pairs per subset.\n")
     rng = np.random.default_rng(a.seed)
     subsets = [np.sort(rng.choice(DRAW_FROM, PAIRS, replace=False)) for _ in range(a.subsets)]
-    for arm in ARMS:
-        check_base(data[arm], subsets[0], variant)
-    done = {}
-    if a.store.is_file():
-        for line in a.store.read_text().splitlines():
-            r = json.loads(line)
-            done[r["unit"]] = r
-    with a.store.open("a") as f:
-        for u, pairs in enumerate(subsets):
-            if u in done:
-                continue
-            rec = {"unit": u, "pairs": pairs.tolist()}
-            for arm in ARMS:
-                rec[arm] = {v: subset_rows(data[arm], pairs, v) for v in VARIANTS}
-            f.write(json.dumps(rec) + "\n")
-            f.flush()
-            done[u] = rec
-    recs = [done[u] for u in range(a.subsets)]
-    out = {"arms": {}, "machine": lscpu.describe(), "seconds": time.time() - t0}
-    for arm in (*ARMS, "BN - none"):
-        out["arms"][arm] = {}
-        for v in VARIANTS:
-            rs = [summary(difference(r["batchnorm"][v], r["none"][v]) if arm == "BN - none"
-                          else r[arm][v]) for r in recs]
-            out["arms"][arm][v] = ratios(rs, DRAW_FROM, np.random.default_rng(7))
-    out.update(timing(a.store, t0))
-    text = markdown(out, a) + "\n" + "\n".join(outcome(out)) + "\n"
+    recs, new = compute(a, subsets, a.store,
+                   lambda d, pairs: {v: subset_rows(d, pairs, v) for v in VARIANTS})
+    out = {"arms": table(recs, VARIANTS, PLAN_FPC, DRAW_FROM, a.seed),
+           "exact": table(recs, VARIANTS, EXACT_FPC, DRAW_FROM, a.seed)}
+    out.update(timing(a.store, t0, new))
+    return markdown(out, a) + "\n" + "\n".join(outcome(out)) + "\n"
+
+
+def main() -> None:
+    a = parser().parse_args()
+    text = build(a)
     if a.out:
         a.out.write_text(text)
     print(text)
 
 
-def timing(store: Path, t0: float) -> dict:
+def timing(store: Path, t0: float, computed: bool) -> dict:
     """The computing run's seconds and machine: written to the store's meta by the run that
     computed units, read back by one that only reads the store."""
     meta = store.with_suffix(".meta.json")
-    if not meta.is_file() or time.time() - t0 > 30:
+    if computed:
         meta.write_text(json.dumps({"seconds": time.time() - t0, "machine": lscpu.describe()}))
     return json.loads(meta.read_text())
-
-
-def explore_split_roles(a) -> None:
-    t0 = time.time()
-    labels = load_pool(str(a.pool_dir / "pool.npz"))["y_train"]
-    data = {arm: load_arm(a.pool_dir, arm, labels) for arm in ARMS}
-    rng = np.random.default_rng([a.seed, 2])
-    subsets = [rng.choice(DRAW_FROM, 2 * PAIRS, replace=False).reshape(2, PAIRS).T
-               for _ in range(a.subsets)]
-    store = a.store.with_name(a.store.stem + "_split_roles.jsonl")
-    done = {json.loads(x)["unit"]: json.loads(x) for x in
-            (store.read_text().splitlines() if store.is_file() else [])}
-    with store.open("a") as f:
-        for u, units in enumerate(subsets):
-            if u not in done:
-                done[u] = {"unit": u, **{arm: {"split_roles": split_rows(data[arm], units)}
-                                         for arm in ARMS}}
-                f.write(json.dumps(done[u]) + "\n")
-                f.flush()
-    recs = [done[u] for u in range(a.subsets)]
-    out = {"arms": {}, "machine": lscpu.describe(), "seconds": time.time() - t0}
-    for arm in (*ARMS, "BN - none"):
-        rs = [summary(difference(r["batchnorm"]["split_roles"], r["none"]["split_roles"])
-                      if arm == "BN - none" else r[arm]["split_roles"]) for r in recs]
-        # units are two pairs each, drawn from 113: 56 units' worth of pool
-        out["arms"][arm] = {"split_roles": ratios(rs, DRAW_FROM // 2, np.random.default_rng(7))}
-    out.update(timing(store, t0))
-    text = markdown(out, a).replace("# Where the pairs'", "# (exploratory) Where the pairs'") + (
-        "\nExploratory, run after the plan's outcome was read and not in the plan: each unit is "
-        "two pool pairs, one the target, the other a reference for every other unit's target "
-        "(the base's leave-one-out with the two roles played by different pairs); 16 pairs per "
-        "subset, T_p's finite-pool factor for 56 units.\n")
-    if a.out:
-        a.out.write_text(text)
-    print(text)
 
 
 def reading(r: dict) -> str:
@@ -326,22 +340,43 @@ def outcome(out: dict) -> list[str]:
 
 
 def markdown(out: dict, a) -> str:
+    split = a.split_roles
     L = ["# Where the pairs' jackknife's excess comes from", "",
-         f"Plan: [real_shadow_excess_plan.md](real_shadow_excess_plan.md) (written before any "
-         f"figure). `python bench/real_shadow_excess.py --pool-dir {a.pool_dir} --subsets "
-         f"{a.subsets} --seed {a.seed}{' --split-roles' if a.split_roles else ''}`: "
+         (f"Plan: [real_shadow_excess_plan.md](real_shadow_excess_plan.md) (written before any "
+          "figure)" if not split else
+          "Exploratory, not in the plan [real_shadow_excess_plan.md](real_shadow_excess_plan.md): "
+          "run after its outcome was read") +
+         f". `python bench/real_shadow_excess.py --pool-dir {a.pool_dir} --subsets "
+         f"{a.subsets} --seed {a.seed}{' --split-roles' if split else ''}`: "
          f"{out['seconds']:.0f} s on {out['machine']}.", "",
-         "Each cell: ratio [95 % interval, resampling the subsets]. V_1 / T_p: the delete-one "
-         "jackknife over the true variance; V_4 / T_p: the delete-4 jackknife (all 35 "
-         "splits); n Var(S_n) / 8 T_p at n = 7 and 4: the variance-vs-size law (1 if the "
-         "figure's variance falls as 1 / n).", "",
-         "| arm | variant | mean figure | T_p | V_1 / T_p | V_4 / T_p | 7 Var(S_7) / 8 T_p | 4 Var(S_4) / 8 T_p |",
-         "|---|---|---|---|---|---|---|---|"]
+         "Each cell: ratio [95 % interval, resampling the subsets]. T_p: the 8-pair figure's "
+         "variance over the subsets x " + ("the plan's 112 / 105" if not split else
+                                           "113 / 105 (each role's 8 pairs drawn from 113)") +
+         ". V_1 / T_p: the delete-one jackknife over it; V_4 / T_p: the delete-4 jackknife (all "
+         "35 splits); (V_1 - V_4) / T_p paired per subset; V_1 - T_p: the excess in absolute "
+         "terms; n Var(S_n) / 8 T_p at n = 7 and 4 (one row per subset, chosen at random; "
+         "variances x 113 / (113 - n)): the variance-vs-size law (1 if the figure's variance "
+         "falls as 1 / n). Reading: the plan's criterion on V_1 / T_p's interval (shows the "
+         "excess: above 1.3; free of it: below 1.3).", "",
+         "| arm | variant | mean figure | T_p | V_1 / T_p | V_4 / T_p | (V_1 - V_4) / T_p | "
+         "V_1 - T_p | 7 Var(S_7) / 8 T_p | 4 Var(S_4) / 8 T_p | reading |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm, vs in out["arms"].items():
         for v, r in vs.items():
             cells = [f"{r[k][0]:.2f} [{r[k][1]:.2f}, {r[k][2]:.2f}]"
-                     for k in ("v1_tp", "v4_tp", "n7_tp7", "n4_tp4")]
-            L.append(f"| {arm} | {v} | {r['mean']:.4f} | {r['t_p']:.2e} | " + " | ".join(cells) + " |")
+                     for k in ("v1_tp", "v4_tp", "v1_v4_tp")]
+            cells.append(f"{r['excess']:.2e}")
+            cells += [f"{r[k][0]:.2f} [{r[k][1]:.2f}, {r[k][2]:.2f}]" for k in ("n7_tp7", "n4_tp4")]
+            L.append(f"| {arm} | {v} | {r['mean']:.4f} | {r['t_p']:.2e} | " + " | ".join(cells)
+                     + f" | {reading(r)} |")
+    if "exact" in out:
+        changed = [f"{arm} {v} ({reading(r)} -> {reading(out['exact'][arm][v])}, lower end "
+                   f"{r['v1_tp'][1]:.3f} -> {out['exact'][arm][v]['v1_tp'][1]:.3f})"
+                   for arm, vs in out["arms"].items() for v, r in vs.items()
+                   if reading(r) != reading(out["exact"][arm][v])]
+        L += ["", "With the exact finite-pool factor, 113 / 105 instead of the plan's 112 / 105, "
+              "every ratio is 0.9 % lower; readings that change: "
+              + ("; ".join(changed) if changed else "none") + "."]
     return "\n".join(L) + "\n"
 
 
