@@ -20,12 +20,18 @@ Variants of one 8-pair subset T (a row: a subset of T):
 - targets_only: T's models scored against fixed references (7 pairs outside every
   subset): the figure varies with the targets alone.
 
-Per variant: T_p, the variance of the 8-pair figure over the subsets (x (N - 1) / (N - 8)
-for drawing without replacement from N = 113 pairs); V_1, the delete-one jackknife ((P - 1)
-/ P sum of squared deviations over 8 rows); V_4, the delete-4 jackknife over all 35
+Per variant: T_p, the variance of the 8-pair figure over the subsets (x (N - 1) / (N - 8),
+the plan's factor for drawing without replacement from N = 113 pairs; the table also says
+which readings N / (N - 8), exact for a mean, would change); V_1, the delete-one jackknife
+((P - 1) / P sum of squared deviations over 8 rows); V_4, the delete-4 jackknife over all 35
 complementary splits (70 rows; mean squared deviation, the split-mean form); their means
-over the subsets, over T_p, with 95 % intervals from resampling the subsets (T_p and the
-mean together).
+over the subsets, over T_p, and (V_1 - V_4) / T_p, with 95 % intervals from resampling the
+subsets (T_p and the means together); the size law n Var(S_n) / 8 T_p at n = 7 and 4 from
+one row per subset chosen at random.
+
+`--split-roles` (exploratory, run after the plan's outcome was read): unit u = (target
+pair, reference pair), 16 pairs per subset; each unit's target scored against the other
+units' reference pairs; its own store and table.
 """
 from __future__ import annotations
 
