@@ -475,3 +475,34 @@ def test_the_pooled_plans_decisions_follow_its_amendment():
     worse["D"]["E"]["rules"]["D4"]["coverage"] = 0.92
     assert "reverts to jacksum" in rsp.decide(sel, worse, 200)["E"]["action"]
     assert "nothing decided" in rsp.decide(sel, per, 150)["E"]["action"]
+
+
+@pytest.mark.slow  # loads pool M's stores (about 10 s)
+def test_the_mnist_pool_leaves_the_recipe_gate_as_the_plan_fixed():
+    """bench/results/real_shadows_mnist_plan.md: class E's D4 on a pool of another dataset
+    (MNIST) misses one confirmation gate (where V_h's floor is free, above 0.97), so the
+    pipeline keeps the rule to Fashion-MNIST + LeNet; the table regenerates byte for byte
+    from the stores and README quotes it."""
+    from bnmem.attack import intervals as I
+    import real_shadow_halves as rsh
+    d = rsd.load(ROOT / "results/real_shadows_mnist_seed5.jsonl",
+                 ROOT / "results/real_shadows_mnist_halves_seed5.jsonl",
+                 ROOT / "results/real_shadows_mnist_deleted_seed5.jsonl", 200, "split-mean")
+    t = rsd.table(d)
+    c = t["E"]["rules"]["D4"]
+    ok, why = rsd.passes(c, rsd.BANDS["confirm"])
+    assert not ok and why == f"where the floor is free {c['free']:.3f}" and c["free"] > 0.97
+    assert not I.real_shadow_recipe("mnist", "lenet") and I.real_shadow_recipe("fashion_mnist", "lenet")
+    conf = rsh.confirmations("E=D4", lambda cl, r: rsd.passes(t[cl]["rules"][r], rsd.BANDS["confirm"]))
+    title = ("Real shadows on MNIST (pool M, data seed 5): the delete-d rules; the rule in use "
+             "(class E's D4) confirmed or not (plan: real_shadows_mnist_plan.md)")
+    assert rsd.markdown(t, d, title, None, conf) + "\n" == (
+        ROOT / "bench/results/real_shadows_mnist.md").read_text()
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"covers {c['coverage']:.3f} [{c['range'][0]:.3f}, {c['range'][1]:.3f}] (lowest key "
+            f"{c['min']:.3f}) at {c['width_calibrated']:.2f}× the calibrated width, but where "
+            f"V_h's floor is free it covers {c['free']:.5f}") in flat
+    vj = [t[cls]["vd_tp"]["j"] for cls in "ABE"]
+    assert f"V_j / T_p {min(vj):.2f}–{max(vj):.2f} for the AUC classes" in flat
+    assert f"but {t['C']['vd_tp']['j']:.2f} for memorization at matched utility or fit" in flat
+    assert f"D4's variance is {rsd.oracle(d, 'E')['d4_over_truth']:.2f}× the truth's for class E" in flat
