@@ -518,3 +518,28 @@ def test_the_mnist_pool_leaves_the_recipe_gate_as_the_plan_fixed():
     assert f"under-covers with every delete-d rule ({min(cs):.3f}–{max(cs):.3f})" in flat
     a4 = t["A"]["rules"]["D4"]
     assert f"D4 covers {a4['coverage']:.3f} with its lowest key {a4['min']:.3f}" in flat
+
+
+@pytest.mark.slow  # loads pool M's main store with coverage subsets (about 15 s)
+def test_the_rules_an_mnist_run_uses_on_pool_m():
+    """Reported after pool M's outcome (decides nothing): today's rules beside the delete-d
+    ones on its first 100 subsets; the table regenerates from the stores, README quotes it."""
+    d = rsd.load(ROOT / "results/real_shadows_mnist_cov_seed5.jsonl",
+                 ROOT / "results/real_shadows_mnist_halves_seed5.jsonl",
+                 ROOT / "results/real_shadows_mnist_deleted_seed5.jsonl", 100, "split-mean")
+    t = rsd.table(d)
+    title = ("Real shadows on MNIST (pool M): today's rules beside the delete-d ones, first 100 "
+             "subsets (measured after the plan's outcome; decides nothing)")
+    assert rsd.markdown(t, d, title) + "\n" == (
+        ROOT / "bench/results/real_shadows_mnist_today.md").read_text()
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    cov = {c: t[c]["rules"][t[c]["today"]]["coverage"] for c in "ABCDEFG"}
+    e = t["E"]["rules"]
+    assert (f"the rules an MNIST run uses cover {cov['E']:.3f} for AUC at equal budgets (jacksum, "
+            f"{e[t['E']['today']]['width_calibrated']:.2f}× the calibrated width, where D4 covers "
+            f"{e['D4']['coverage']:.3f} at {e['D4']['width_calibrated']:.2f}×), {cov['A']:.3f} at "
+            f"the common point (jacksum), {cov['B']:.3f} over the overlap (`both`), "
+            f"{cov['C']:.3f} and {cov['F']:.3f} for memorization at matched utility and at equal "
+            f"budgets (jacksum), {cov['D']:.3f} and {cov['G']:.3f} for TPR at matched utility and "
+            f"at equal budgets (`pairs_t`; lowest key at matched utility "
+            f"{t['D']['rules'][t['D']['today']]['min']:.3f})") in flat
