@@ -40,6 +40,7 @@ import itertools
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +49,9 @@ import bnmem  # noqa: E402,F401  (pins the CPU kernels before numpy loads)
 import lscpu  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bnmem.attack.lira import SD_FLOOR, PairSignals  # noqa: E402
+from bnmem.attack.lira import Gaussians, PairSignals, fit_gaussians, score_lira  # noqa: E402
 from bnmem.attack.resample import arm_draw  # noqa: E402
+from bnmem.attack.roc import roc_points, roc_summary  # noqa: E402
 from bnmem.attack.signals import load_shadow  # noqa: E402
 from bnmem.attack.stage import headline_variant  # noqa: E402
 from bnmem.data.pool import load_pool  # noqa: E402
@@ -72,41 +74,28 @@ def load_arm(pool_dir: Path, arm: str, labels: np.ndarray) -> dict:
     assert not (keep[0::2] & keep[1::2]).any() and (keep[0::2] | keep[1::2]).all(), "pairs (2p, 2p+1)"
     a, b = np.swapaxes(phi[0::2], 1, 2), np.swapaxes(phi[1::2], 1, 2)  # [P, Q, N]
     k = keep[0::2][:, None, :]
-    return {"phi": phi, "keep": keep, "x": np.swapaxes(phi, 1, 2),  # x [m, Q, N]
+    return {"phi": phi, "keep": keep,
             "inside": np.where(k, a, b), "outside": np.where(k, b, a)}
 
 
-def gaussians(d: dict, refs: np.ndarray, location: str) -> tuple:
-    """(mu_in, mu_out [Q, N], pooled sd in, out [Q, 1]) from the reference pairs `refs`."""
-    out = []
-    for side in ("inside", "outside"):
-        v = d[side][refs]  # [R, Q, N]
-        mu = np.median(v, axis=0) if location == "median" else v.mean(0)
-        ss = ((v - v.mean(0)) ** 2).sum(0)
-        sd = np.sqrt(ss.sum(-1, keepdims=True) / (v.shape[-1] * (len(refs) - 1)))
-        out += [mu, np.maximum(sd, SD_FLOOR)]
-    return out[0], out[2], out[1], out[3]
+def gaussians(d: dict, refs: np.ndarray, location: str) -> Gaussians:
+    """The LiRA Gaussians of the reference pairs `refs` (bnmem.attack.lira.fit_gaussians over
+    their models); location "mean": each sample's IN / OUT location the references' mean."""
+    models = np.concatenate([2 * refs, 2 * refs + 1])
+    g = fit_gaussians(d["phi"][models], d["keep"][models])
+    if location == "mean":
+        g = replace(g, mu_in=d["inside"][refs].mean(0), mu_out=d["outside"][refs].mean(0))
+    return g
 
 
-def score(d: dict, model: int, g: tuple) -> np.ndarray:
-    mu_in, mu_out, sd_in, sd_out = g
-    x = d["x"][model]
-    z_in, z_out = (x - mu_in) / sd_in, (x - mu_out) / sd_out
-    return (-0.5 * z_in ** 2 - np.log(sd_in) + 0.5 * z_out ** 2 + np.log(sd_out)).mean(0)
+def score(d: dict, model: int, g: Gaussians) -> np.ndarray:
+    """The headline variant's score (online, pooled sd) of one model's samples."""
+    return score_lira(d["phi"][model], g, online=True, variance="pooled")
 
 
 def auc(s: np.ndarray, lab: np.ndarray) -> float:
-    """Mann-Whitney AUC (ties half) of scores s with labels lab (1-d)."""
-    order = np.argsort(s, kind="stable")
-    ss = s[order]
-    ranks = np.empty(s.size)
-    ends = np.r_[np.flatnonzero(ss[1:] != ss[:-1]), ss.size - 1]
-    starts = np.r_[0, ends[:-1] + 1]
-    avg = (starts + ends) / 2 + 1
-    ranks[order] = np.repeat(avg, ends - starts + 1)
-    n1 = lab.sum()
-    n0 = lab.size - n1
-    return float((ranks[lab].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    """The trapezoid AUC of bnmem.attack.roc (ties count half)."""
+    return float(roc_summary(*roc_points(s, lab))["auc"])
 
 
 def figure(d: dict, pairs: np.ndarray, variant: str) -> float:
