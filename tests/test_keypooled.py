@@ -1,6 +1,9 @@
 """The analysis of bench/results/real_shadows_keypooled_plan.md where the truth is known: the
-plan's binomial figures (exact sums, checked against SciPy and against a simulation of
-per-pool key floors), and its decision rule on hand-made cells, each gate able to fail."""
+first version's binomial figures (exact sums, checked against SciPy and a simulation; the
+amendment retracts them as a model of the gates), the amended decision rule on hand-made
+cells with each gate able to fail, the gates at the earlier floors against the earlier
+`passes` on real cells, equal weights on one pool against that pool's cell, and the
+calibrated rule the operating characteristics use."""
 import copy
 import sys
 from pathlib import Path
@@ -73,28 +76,42 @@ def _cell(cov=0.95, low=0.935, free=0.955, bound=0.945, n_bound=400, low15=0.925
             "b8": {"coverage": b8}, "emp": {"coverage": emp}}
 
 
-def _tables(**cov):
+def _tables(fresh=None, **cov):
     pools = {p: cov.get(p, 0.95) for p in ("A", "C", "B", "D", "E")}
-    return {p: {c: {"rules": {"D4": _cell(cov=x)}} for c in ("A", "B", "E")}
-            for p, x in pools.items()}
+    out = {p: {c: {"rules": {"D4": _cell(cov=x)}} for c in ("A", "B", "E")}
+           for p, x in pools.items()}
+    if fresh:
+        out["E"]["A"]["rules"]["D4"] = _cell(**fresh)
+    return out
 
 
 def test_the_decision_adopts_only_when_every_gate_passes():
+    """The amended rule on hand-made cells: gate 1 (pool E alone, every confirmation gate,
+    key floors 0.91 / 0.90), gate 2 (each pool's class coverage), gate 3 (pooled, key floors
+    0.93 / 0.92); class E judged alike, reverting to jacksum."""
     per = _tables()
-    pooled = {c: _cell() for c in K.CANDIDATES}
+    pooled = {c: _cell() for c in (*K.CANDIDATES, K.IN_USE)}
     dec = K.decide(per, pooled)
     assert dec["A"]["adopt"] and dec["B"]["adopt"] and dec["A"]["action"] == "adopt D4"
     assert dec["E"]["action"].startswith("D4 (in use) stays")
-    # gate 1: the fresh pool's class coverage
+    # gate 1: the fresh pool's class coverage, its sub-populations, its key floors
+    for fresh, why in (({"cov": 0.975}, "pooled 0.975"), ({"free": 0.972}, "free 0.972"),
+                       ({"low": 0.905}, "lowest key 0.905"),
+                       ({"low15": 0.895}, "lowest key at T_s x 1.5 0.895"),
+                       ({"emp": 0.925}, "empirical samples' part 0.925")):
+        d = K.decide(_tables(fresh=fresh), pooled)
+        assert not d["A"]["adopt"] and f"gate 1 (pool E): " in d["A"]["action"], fresh
+        assert why in d["A"]["action"], fresh
+        assert d["B"]["adopt"]
+    # the fresh pool's floors are 0.91 / 0.90, not the earlier 0.92
+    assert K.decide(_tables(fresh={"low": 0.915, "low15": 0.905}), pooled)["A"]["adopt"]
     d = K.decide(_tables(E=0.975), pooled)
-    assert not d["A"]["adopt"] and "gate 1: pool E 0.975" in d["A"]["action"]
-    assert "reverts to jacksum" in d["E"]["action"]
+    assert "reverts to jacksum" in d["E"]["action"] and "gate 2: pool E 0.975" in d["E"]["action"]
     # gate 2: an earlier pool out of the band
     d = K.decide(_tables(C=0.925), pooled)
     assert not d["B"]["adopt"] and "gate 2: pool C 0.925" in d["B"]["action"]
-    assert d["E"]["adopt"]  # E is judged on pool E alone
-    # gate 3: each of the pooled cell's gates
-    for change, why in (({"low": 0.915}, "lowest key 0.915"),
+    # gate 3: each of the pooled cell's gates, the key floor at 0.93
+    for change, why in (({"low": 0.929}, "lowest key 0.929"),
                         ({"low15": 0.918}, "lowest key at T_s x 1.5 0.918"),
                         ({"free": 0.972}, "where the floor is free 0.972"),
                         ({"bound": 0.925}, "where the floor binds 0.925"),
@@ -104,9 +121,61 @@ def test_the_decision_adopts_only_when_every_gate_passes():
         p = copy.deepcopy(pooled)
         p["A"] = _cell(**change)
         d = K.decide(per, p)
-        assert not d["A"]["adopt"] and why in d["A"]["action"], change
-        assert d["B"]["adopt"]
+        assert not d["A"]["adopt"] and "(gate 3: " in d["A"]["action"], change
+        assert why in d["A"]["action"] and d["B"]["adopt"], change
     # the floor-binds gate needs 50 records
     p = copy.deepcopy(pooled)
     p["A"] = _cell(bound=0.90, n_bound=49)
     assert K.decide(per, p)["A"]["adopt"]
+
+
+@pytest.fixture(scope="module")
+def pool_d():
+    import real_shadow_pooled as P
+    return P.load_pool(3, 200)
+
+
+def test_gates_at_the_earlier_floors_are_the_earlier_gates(pool_d):
+    """gates(c, band, (0.92, 0.92)) is real_shadow_deleted.passes on real cells (pool D,
+    every class and rule), and the recalibrated floors only ever pass more."""
+    import real_shadow_deleted as D
+    tab = D.table(pool_d)
+    n = 0
+    for t in tab.values():
+        for rule, c in t["rules"].items():
+            if rule in D.RULES:
+                assert K.gates(c, K.BAND, (0.92, 0.92)) == D.passes(c, K.BAND), rule
+                if D.passes(c, K.BAND)[0]:
+                    assert K.gates(c, K.BAND, K.FRESH_FLOORS)[0]
+                n += 1
+    assert n >= 30
+    assert not K.gates(tab["A"]["rules"]["D4"], K.BAND, (0.92, 0.92))[0]  # D's lowest key 0.918
+    assert K.gates(tab["A"]["rules"]["D4"], K.BAND, K.FRESH_FLOORS)[0]
+
+
+def test_equal_weights_on_one_pool_are_that_pools_cell(pool_d):
+    """equal_cell over one pool is real_shadow_deleted.cell (coverage, keys, sub-populations,
+    width), so the pooled gate's weighting is the only thing it changes."""
+    import real_shadow_deleted as D
+    import real_shadow_halves as H
+    for cls in ("A", "B", "E"):
+        keys = H.class_keys(pool_d, cls)
+        ref = D.cell(pool_d, cls, keys, {k: H.components(pool_d, k) for k in keys}, "D4")
+        got = K.equal_cell([pool_d], cls)
+        for f in ("coverage", "min", "max", "free", "bound", "n_bound", "width_calibrated"):
+            assert got[f] == pytest.approx(ref[f], rel=1e-12, abs=1e-12), (cls, f)
+    # two copies of a pool weigh as one; concatenation would too, a 2 : 1 mix would not
+    two = K.equal_cell([pool_d, pool_d], "A")
+    assert two["coverage"] == pytest.approx(K.equal_cell([pool_d], "A")["coverage"], rel=1e-12)
+
+
+def test_the_calibrated_rule_covers_its_target_on_every_key(pool_d):
+    cal = K.calibrated(pool_d, "A")
+    assert np.allclose(np.nanmean(cal["cov"], 1), 0.95, atol=1e-6)
+    assert (np.nanmean(cal["cov15"], 1) < 0.95).all()  # a wider samples' part covers less
+    short = K.calibrated(pool_d, "A", 0.91)
+    assert np.allclose(np.nanmean(short["cov"], 1), 0.91, atol=1e-6)
+    # the floors pass a calibrated rule more often than one with a key at 0.91
+    s = {f: cal[f].copy() for f in cal}
+    s["cov"][0], s["cov15"][0] = short["cov"][0], short["cov15"][0]
+    assert K.floors_pass(cal, K.FRESH_FLOORS, boot=400) > K.floors_pass(s, K.FRESH_FLOORS, boot=400) + 0.2
