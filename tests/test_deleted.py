@@ -254,18 +254,25 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
 
 
 def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
-    """delete4_halves at 8 pairs for all samples' AUC at equal epochs or budgets (the
-    confirmed class); every other AUC figure of that read (per subset, the identity query's
-    curve) keeps jacksum, and the overlap (selected, not confirmed on pool B) keeps both."""
+    """delete4_halves at 8 pairs for all samples' AUC difference at the common point of
+    matched held-out accuracy and of matched fit (class A, adopted by
+    bench/results/real_shadows_keypooled_plan.md); every other figure of that read (per
+    subset, the loss and gap criteria, the within-run read) keeps jacksum; AUC at equal epochs
+    or budgets reverted to jacksum by the same plan; the overlap keeps both."""
     from bnmem.attack import intervals as I
-    assert I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
-    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "jacksum"
-    assert I.mixed_procedure("auc_all@equal") == "delete4_halves"
-    assert I.mixed_procedure("auc_all@equal", 32) == I.mixed_procedure("auc_all@equal", 4) == "jacksum"
-    for fig, want in (("auc_all/heldout@overlap", "both"), ("auc_all/loss@overlap", "both"),
-                      ("auc_ood@equal", "jacksum"), ("auc_clean@equal", "jacksum"),
-                      ("auc_flipped@equal", "jacksum"), ("auc_identity@equal", "jacksum"),
-                      ("auc_all/heldout@common", "jacksum")):
+    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves"
+    assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum"}
+    assert I.MIXED_RULES[("auc", "equal")] == "jacksum" and I.MIXED_RULES[("auc", "overlap")] == "both"
+    for crit in ("heldout", "fit"):
+        fig = f"auc_all/{crit}@common"
+        assert I.mixed_procedure(fig) == "delete4_halves"
+        assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
+    for fig, want in (("auc_all/loss@common", "jacksum"), ("auc_all/gap@common", "jacksum"),
+                      ("auc_clean/heldout@common", "jacksum"), ("auc_all@common", "jacksum"),
+                      ("auc_all/heldout@overlap", "both"), ("auc_all/loss@overlap", "both"),
+                      ("auc_all@equal", "jacksum"), ("auc_ood@equal", "jacksum"),
+                      ("auc_clean@equal", "jacksum"), ("auc_identity@equal", "jacksum"),
+                      ("tpr_low_all/heldout@common", "pairs_t"), ("fz_flipped/heldout@common", "jacksum")):
         assert I.mixed_procedure(fig) == want, fig
     assert I.family("in_acc_flipped/fit") == "mem" and I.family("auc_all/loss") == "auc"
 
@@ -294,8 +301,10 @@ def test_readme_quotes_the_deleted_outcome():
     confirmed = {cls for cls, r in chosen.items() if r in rsd.RULES
                  and all(rsd.passes(t[cls]["rules"][r], rsd.BANDS["confirm"])[0] for t in (tc, tb))}
     assert confirmed == {"E"}
-    assert I.MIXED_RULES[("auc", "equal")] == "delete4_halves"            # E: (auc, equal)
-    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "jacksum"
+    # E: (auc, equal), adopted by this plan, reverted after a fifth pool (pool E) failed its key
+    # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md)
+    assert I.MIXED_RULES[("auc", "equal")] == "jacksum"
+    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "delete4_halves"
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -339,12 +348,12 @@ def test_readme_quotes_the_deleted_outcome():
             f"{min(ws):.2f}–{max(ws):.2f}×") in flat
     from bnmem.report.markdown import _procedure_text
     text = " ".join(_procedure_text("mixed", 100, 8).split())
-    assert (f"({cs['A']:.3f} / {cs['C']:.3f} / {cs['B']:.3f} on three pools of 128 real shadow "
-            f"pairs and 0.959 on a fourth, fresh one, where jacksum covers {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} on two") in text
+    assert (f"jacksum covers it {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} (two pools of 128 "
+            "pairs") in text
     # fewer than 100 draws: the rules named are the fallbacks the intervals use
     assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
-    assert I.rules_for(8, 50)[("auc", "equal")] == "jacksum" == I.rules_for(8, 99)[("auc", "equal")]
-    assert I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"
+    assert I.rules_for(8, 50)[("auc", "common")] == "jacksum" == I.rules_for(8, 99)[("auc", "common")]
+    assert I.rules_for(8, 100)[("auc", "common")] == "delete4_halves"
     # the rule list names it at 8 pairs, not at another count (its fallback there)
     assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
     # the simulation check (reported): the equal-epoch generator, seed 32
@@ -360,14 +369,17 @@ def test_readme_quotes_the_deleted_outcome():
     assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
             f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
     # the report quotes the form the pipeline computes
-    assert f"it covers only {d4s['coverage']:.3f}, so a run on another dataset" in text
+    assert f"at equal epochs only {d4s['coverage']:.3f}, so a run on another dataset" in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
-def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule():
-    """The attack stage's bootstrap at 8 pairs and 100 draws: all samples' AUC difference at
-    equal epochs gets 1.96 sqrt(V_4 + max(V_h, 0)) from its recorded SDs, the per-subset AUC
-    jacksum's, and the recorded rules name what the intervals use; with 20 draws, jacksum."""
+def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_epochs_with_jacksum():
+    """The attack stage's bootstrap at 8 pairs: with 100 draws on the default recipe it draws
+    the delete-4 and halves rows (the common point's rule reads them) and records
+    delete4_halves for AUC at the common point; with 20 draws or another recipe neither row
+    is drawn and the fallback, jacksum, is recorded; all samples' AUC difference at equal
+    epochs is jacksum's, 1.96 sqrt(V_j + V_s), whatever the rows (the rule reverted by
+    bench/results/real_shadows_keypooled_plan.md)."""
     from bnmem.attack.stage import _resampled
     from bnmem.attack.intervals import variance_from_sd
     from bnmem.core.config import config_from_dict
@@ -388,19 +400,50 @@ def test_the_stage_reads_all_samples_auc_at_equal_epochs_with_the_delete4_rule()
                          "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
-        assert mem["rules"]["auc@equal"] == rule
+        assert mem["rules"]["auc@common"] == rule and mem["rules"]["auc@equal"] == "jacksum"
         # rows no rule reads are not drawn: another recipe, or too few draws for V_h
         assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
             == (rule == "delete4_halves")
         eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
-        v = {k: variance_from_sd(x) for k, x in eq["auc_all"]["sd"].items()}
-        want = (v["delete4"] + max(v["halves"], 0.0) if rule == "delete4_halves"
-                else v["jackknife"] + v["samples"])
-        assert eq["auc_all"]["hi"] - eq["auc_all"]["value"] == pytest.approx(1.96 * np.sqrt(want))
-        assert eq["auc_all"]["rule"] == rule and eq["auc_clean"]["rule"] == "jacksum"
-        vc = {k: variance_from_sd(x) for k, x in eq["auc_clean"]["sd"].items()}
-        assert eq["auc_clean"]["hi"] - eq["auc_clean"]["value"] == pytest.approx(
-            1.96 * np.sqrt(vc["jackknife"] + vc["samples"]))
+        for f in ("auc_all", "auc_clean"):
+            v = {k: variance_from_sd(x) for k, x in eq[f]["sd"].items()}
+            assert eq[f]["rule"] == "jacksum"
+            assert eq[f]["hi"] - eq[f]["value"] == pytest.approx(1.96 * np.sqrt(v["jackknife"] + v["samples"]))
+
+
+def test_the_default_runs_common_point_reads_the_delete4_rule():
+    """On the committed default run (results/membership.json, dvc repro of this code): every
+    comparison's all-sample AUC difference at the common point of matched held-out accuracy
+    and of matched fit is 1.96 sqrt(V_4 + max(V_h, 0)) from its recorded SDs and records
+    delete4_halves; the loss and gap criteria and the clean samples' AUC keep jacksum, the
+    overlap both, equal budgets jacksum."""
+    import json
+    from bnmem.attack.intervals import variance_from_sd
+    m = json.loads((ROOT / "results/membership.json").read_text())
+    assert m["rules"]["auc@common"] == "delete4_halves" and m["rules"]["auc@equal"] == "jacksum"
+    n = 0
+    for comp, x in m["frontier"]["compare"].items():
+        for crit, c in x["criteria"].items():
+            for f, fig in c["figures"].items():
+                if not f.startswith("auc"):
+                    continue
+                at = fig["at_common"]
+                if at["value"] is None or at["hi"] is None:
+                    continue
+                v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
+                if f == "auc_all" and crit in ("heldout", "fit"):
+                    assert at["rule"] == "delete4_halves", (comp, crit)
+                    want = v["delete4"] + max(v["halves"], 0.0)
+                    n += 1
+                else:
+                    assert at["rule"] == "jacksum", (comp, crit, f)
+                    want = v["jackknife"] + v["samples"]
+                assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
+                if fig["overlap"].get("hi") is not None:  # the gap criterion has no overlap
+                    assert fig["overlap"]["rule"] == "both", (comp, crit, f)
+        for b in x["equal_budget"]:
+            assert b["auc_all"]["rule"] == "jacksum"
+    assert n == 2 * len(m["frontier"]["compare"])
 
 
 @pytest.mark.slow  # loads pool B's stores (about 10 s)
@@ -431,9 +474,8 @@ def test_readme_quotes_the_fresh_pools_retest():
     d = rsp.load_pool(3, 200)
     t = rsd.table(d)
     c = t["E"]["rules"]["D4"]
-    assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
-    from bnmem.report.markdown import _procedure_text
-    assert f"and {c['coverage']:.3f} on a fourth, fresh one" in " ".join(_procedure_text("mixed", 100, 8).split())
+    # it stayed after pool D; a fifth pool reverted it (real_shadows_keypooled_plan.md)
+    assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "jacksum"
     flat = " ".join((ROOT / "README.md").read_text().split())
     assert (f"**{c['coverage']:.3f}** (lowest key {c['min']:.3f}) at {c['width_calibrated']:.2f}× "
             "the calibrated width") in flat

@@ -179,3 +179,68 @@ def test_the_calibrated_rule_covers_its_target_on_every_key(pool_d):
     s = {f: cal[f].copy() for f in cal}
     s["cov"][0], s["cov15"][0] = short["cov"][0], short["cov15"][0]
     assert K.floors_pass(cal, K.FRESH_FLOORS, boot=400) > K.floors_pass(s, K.FRESH_FLOORS, boot=400) + 0.2
+
+
+@pytest.fixture(scope="module")
+def five():
+    import real_shadow_pooled as P
+    return {name: P.load_pool(seed, n) for name, seed, n in K.POOLS}
+
+
+def _d4_tables(pools: dict) -> dict:
+    """D.table's D4 cells (with their sensitivity reads) for the classes the plan decides."""
+    import real_shadow_deleted as D
+    import real_shadow_halves as H
+    out = {}
+    for p, d in pools.items():
+        out[p] = {}
+        for cls in (*K.CANDIDATES, K.IN_USE):
+            keys = H.class_keys(d, cls)
+            comps = {k: H.components(d, k) for k in keys}
+            c = D.cell(d, cls, keys, comps, "D4")
+            c["ts15"] = D.cell(d, cls, keys, comps, "D4", 1.5)
+            c["emp"] = D.cell(d, cls, keys, comps, "D4", empirical=True)
+            c["b8"] = D.cell(d, cls, keys, comps, "D4", to_b8=True)
+            out[p][cls] = {"rules": {"D4": c}}
+    return out
+
+
+@pytest.mark.slow  # the five pools' stores and the pooled cells (about 30 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_adopts_it(five, pool_d):
+    """The amended rule on the committed stores: A adopted, B not (pool E's lowest key), E
+    reverted (pool E's lowest keys); the committed table holds these cells and decisions,
+    README quotes them, and `mixed` uses what was decided."""
+    from bnmem.attack import intervals as I
+    per = _d4_tables(five)
+    pooled = {cls: K.pooled_cell(list(five.values()), cls) for cls in (*K.CANDIDATES, K.IN_USE)}
+    dec = K.decide(per, pooled)
+    assert [c for c in "ABE" if dec[c]["adopt"]] == ["A"]
+    assert "gate 1 (pool E): lowest key 0.907" in dec["B"]["action"]
+    assert dec["E"]["action"] == ("D4 reverts to jacksum (gate 1 (pool E): lowest key 0.906; "
+                                  "lowest key at T_s x 1.5 0.899)")
+    table = (ROOT / "bench/results/real_shadows_keypooled.md").read_text()
+    for cls in (*K.CANDIDATES, K.IN_USE):
+        assert K._row(f"{cls}: {K.R.LABEL[cls]}", pooled[cls]) in table
+        assert f"**{dec[cls]['action']}**" in table
+        assert (f"| {cls}: {K.R.LABEL[cls]} | " + " | ".join(
+            f"{per[p][cls]['rules']['D4']['coverage']:.3f}" for p in per) + " |") in table
+    # the operating characteristics: pool D's row recomputed
+    oc = K.operating({"D": pool_d})
+    assert all(f"{oc[c]['D']['earlier']:.2f} / {oc[c]['D']['fresh']:.2f} / "
+               f"{oc[c]['D']['short_fresh']:.2f} |" in table for c in oc)
+    # README quotes the outcome
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    a, e, b = (per["E"][c]["rules"]["D4"] for c in "AEB")
+    assert (f"{a['coverage']:.3f} on pool E (lowest key {a['min']:.3f}, {a['ts15']['min']:.3f} with "
+            "T_s × 1.5)") in flat
+    assert (f"{pooled['A']['coverage']:.3f} over the five per key (lowest key "
+            f"{pooled['A']['min']:.3f}), at {pooled['A']['width_calibrated']:.2f}×") in flat
+    assert f"pool E's lowest key {b['min']:.3f} < 0.91" in flat
+    assert f"key {e['min']:.3f} < 0.91, {e['ts15']['min']:.3f} < 0.90 with T_s × 1.5" in flat
+    assert f"D4 still covers {e['coverage']:.3f} on pool E and {pooled['E']['coverage']:.3f} over the five" in flat
+    assert f"D4 {a['coverage']:.3f} / {b['coverage']:.3f} / {e['coverage']:.3f} for A / B / E" in flat
+    assert "0.43 (class A), 0.53 (B) and 0.18 (E)" in flat and "| 0.43 / 0.95 / — |" in table
+    assert "| 0.53 / 0.91 / — |" in table and "| 0.18 / 0.74 / — |" in table
+    # what the pipeline uses
+    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves"
+    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "equal")] == "jacksum"

@@ -99,15 +99,15 @@ REAL = {"halves": "lean", "delete4": "lean"}  # delete4_halves reads all samples
 
 @pytest.mark.parametrize("change, level", [
     ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
-    ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read
-     {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints", **REAL}),
+    ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read; no delete-4 rule left
+     {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints"}),
     ({("auc", "equal"): "both"},  # auc_identity@equal is the per-epoch curve's last epoch
-     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full"}),
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
     ({("mem", "one"): "both"},  # the per-epoch curve reads it
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
     ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum"},  # TPR alone: no curve, no subset
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean", **REAL}),
-    ({("auc", "overlap"): "jacksum", ("auc", "equal"): "jacksum"},  # no joint, halves or delete-4 rule
+    ({("auc", "overlap"): "jacksum", ("auc", "common"): "jacksum"},  # no joint, halves or delete-4 rule
      {"jackknife": "full", "samples": "full", "pairs": "lean"}),
 ])
 def test_row_levels_follow_what_each_design_is_read_for(change, level):
