@@ -244,3 +244,49 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_adopts_it(five, po
     # what the pipeline uses
     assert I.MIXED_RULES[("auc", "common")] == "delete4_halves"
     assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "equal")] == "jacksum"
+
+
+@pytest.mark.parametrize("module", ["coverage_matched", "coverage"])
+def test_simulated_runs_read_mixed_off_the_real_shadow_recipe(module):
+    """Simulated logits are not the recipe the real-shadow rules were calibrated on: as the
+    attack stage off that recipe, a simulated run of `mixed` draws no halves or delete-d rows
+    and its intervals are jacksum's where a real-shadow rule would apply (the common point's
+    all-sample AUC; equal epochs), while the rule named alone is still drawn and read."""
+    import importlib
+    from bnmem.attack import intervals as I
+    cov = importlib.import_module(f"bnmem.attack.{module}")
+    n_models, n, draws, seed = 16, 300, 100, 3
+    kind = np.where(np.arange(n) < 30, 1, 0).astype(np.int8)
+    procs = ("mixed", "jacksum", "delete4_halves")
+    if module == "coverage_matched":
+        out = cov._run((n_models, n, kind, draws, seed, procs, {}))
+        j = [f for f, _, _ in cov.FIGURES].index("auc_matched")
+    else:
+        out = cov._run((n_models, n, cov.EFFECTS if hasattr(cov, "EFFECTS") else (0.5, 0.3), kind,
+                        draws, seed, procs, 0.3, ("auc_all",)))
+        j = out["mixed"].shape[1] - 1  # the paired difference of the one figure
+    assert I.rules_for(8, draws)[("auc", "common")] == "delete4_halves"  # what the pipeline reads
+    assert np.array_equal(out["mixed"][:, j], out["jacksum"][:, j])
+    assert not np.array_equal(out["delete4_halves"][:, j], out["jacksum"][:, j])
+
+
+def test_a_comparison_outside_the_studied_arms_reads_the_fallback():
+    """The real-shadow pools hold none, BN and the regularized BN: a comparison with another
+    arm (GroupNorm, LayerNorm, DP-SGD) reads the fallback at the common point, a studied one
+    the delete-4 rule, from the same rows."""
+    from bnmem.attack import intervals as I
+    var = {"jackknife": 4e-4, "samples": 3e-4, "pairs": 2e-4, "both": 5e-4, "halves": 1e-4,
+           "delete4": 2e-4}
+    plan = I.IntervalPlan("mixed", 8, {"halves": (9, 109), "delete4": (109, 137)})
+    fig = "auc_all/heldout@common"
+    for a, b, rule in (("batchnorm", "none", "delete4_halves"),
+                       ("batchnorm_reg", "batchnorm", "delete4_halves"),
+                       ("none", "batchnorm", "delete4_halves"), ("groupnorm", "none", "jacksum"),
+                       ("layernorm", "batchnorm", "jacksum"), ("groupnorm_dp", "batchnorm", "jacksum")):
+        p = I.for_arms(plan, a, b)
+        assert p.rule_for(fig, var) == rule, (a, b)
+        want = 3e-4 if rule == "delete4_halves" else 7e-4
+        assert p.ci_from(0.0, var, fig)[1] == pytest.approx(1.96 * np.sqrt(want))
+        # the rows stay laid out: the Pareto flips count the same rows either way
+        assert p.segments == plan.segments
+    assert I.for_arms(plan, "groupnorm", "none").rule_for("auc_all/heldout@overlap", var) == "both"

@@ -2,7 +2,7 @@
 the models+samples draws into calibrated 95 % intervals (`IntervalPlan`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -45,6 +45,7 @@ DELETED_PROCEDURES = ("delete3", "delete4_halves")
 DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
 # rules read on real shadows at 8 pairs only, each with the rule it replaced elsewhere
 REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES
+REAL_SHADOW_DESIGNS = ("halves", *DELETED_DESIGNS)  # the rows only those procedures read
 
 # every procedure a coverage study can measure: the pipeline's attack.interval options plus
 # the two `mixed` may read per figure: pairs_t and jackknife_t (Student t on the pairs)
@@ -108,6 +109,9 @@ class IntervalPlan:
     procedure: str
     n_units: int
     segments: dict
+    # False for a comparison the real-shadow rules were not calibrated on (an arm outside
+    # REAL_SHADOW_ARMS: `for_arms`): `mixed` reads their fallbacks there
+    real_shadow: bool = True
 
     def variances(self, draws: np.ndarray, min_share: float = 0.8) -> dict[str, float | None]:
         """{design: its variance estimate} for every design laid out in `segments` (None
@@ -165,7 +169,8 @@ class IntervalPlan:
             procedure = mixed_procedure(figure, self.n_units)
             seg = self.segments.get("halves")
             if procedure in REAL_SHADOW_PROCEDURES and (
-                    any(var.get(d) is None for d in designs(procedure))
+                    not self.real_shadow
+                    or any(var.get(d) is None for d in designs(procedure))
                     or ("halves" in designs(procedure)
                         and (not seg or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED))):
                 procedure = halves_fallback(figure)
@@ -367,6 +372,20 @@ def check_halves_rules(rules: dict, fallback: dict) -> None:
 
 
 check_halves_rules(MIXED_RULES, HALVES_FALLBACK)
+
+
+# the arms whose comparisons the real-shadow pools hold (none, BN and the regularized BN,
+# all three pairs): another arm's comparison (GroupNorm, LayerNorm, DP-SGD against any) reads
+# the fallbacks
+REAL_SHADOW_ARMS = ("none", "batchnorm", "batchnorm_reg")
+
+
+def for_arms(plan: "IntervalPlan", a: str, b: str) -> "IntervalPlan":
+    """`plan` for the comparison a - b: unchanged where both arms are REAL_SHADOW_ARMS, else
+    with the real-shadow rules off (their rows stay drawn; `mixed` reads the fallbacks)."""
+    if a in REAL_SHADOW_ARMS and b in REAL_SHADOW_ARMS:
+        return plan
+    return replace(plan, real_shadow=False)
 
 
 def real_shadow_recipe(dataset: str, arch: str) -> bool:

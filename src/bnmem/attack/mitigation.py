@@ -53,7 +53,7 @@ def compare_pairs(ends: dict[str, list], plan, arms: list[str], known: dict) -> 
     out = {}
     for a, b in mitigation_pairs(arms):
         key = f"{a}_minus_{b}"
-        full = known.get(key) or frontier.compare(ends[a], ends[b], plan)
+        full = known.get(key) or frontier.compare(ends[a], ends[b], intervals.for_arms(plan, a, b))
         c = full["criteria"][frontier.PRIMARY]
         out[key] = {"level": c["level"],
                     **{f: {**c["figures"][f]["at_common"],

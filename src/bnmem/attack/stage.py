@@ -19,7 +19,7 @@ import numpy as np
 
 from bnmem.attack.lira import PairSignals, loo_lira, run_attacks
 from bnmem.attack.signals import Signals, load_shadow, memorization, signals
-from bnmem.attack import frontier, mitigation
+from bnmem.attack import frontier, intervals, mitigation
 from bnmem.attack.epsilon import epsilon_lower_bound
 from bnmem.attack import grad_claims
 from bnmem.core.config import Config
@@ -398,7 +398,7 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
 
 def _frontier_compare(pair: tuple[str, str]) -> dict:
     (a, b), (ends, plan) = pair, _JOB
-    return frontier.compare(ends[a], ends[b], plan)
+    return frontier.compare(ends[a], ends[b], intervals.for_arms(plan, a, b))
 
 
 def _forked(fn, items: list, job: tuple, workers: int) -> list:
