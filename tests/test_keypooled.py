@@ -290,3 +290,25 @@ def test_a_comparison_outside_the_studied_arms_reads_the_fallback():
         # the rows stay laid out: the Pareto flips count the same rows either way
         assert p.segments == plan.segments
     assert I.for_arms(plan, "groupnorm", "none").rule_for("auc_all/heldout@overlap", var) == "both"
+
+
+def test_the_mitigations_table_reads_the_fallback_for_an_unstudied_arm():
+    """mitigation.compare_pairs computing a pair itself (nothing known): GroupNorm against BN
+    reads jacksum at the common point, none against BN the delete-4 rule, from the same rows."""
+    from bnmem.attack import frontier, mitigation
+    from bnmem.attack import intervals as I
+    rng = np.random.default_rng(4)
+    rows = 157  # the point, 8 jackknife, 20 samples, 100 halves, 28 delete-4 rows
+
+    def arm(shift):
+        return [[{"out_acc_clean": u + rng.normal(0, 0.005), "in_acc_clean": u + 0.05,
+                  "train_loss": 1 - u, "gen_gap": 0.05,
+                  **{f: 0.5 + u / 4 + shift + rng.normal(0, 0.01) for f in frontier.FIGURES}}
+                 for u in (0.6, 0.7, 0.8)] for _ in range(rows)]
+    ends = {"groupnorm": arm(0.01), "batchnorm": arm(0.02), "none": arm(0.0)}
+    plan = I.IntervalPlan("mixed", 8, {"jackknife": (1, 9), "samples": (9, 29),
+                                       "halves": (29, 129), "delete4": (129, 157)})
+    out = mitigation.compare_pairs(ends, plan, ["none", "batchnorm", "groupnorm"], {})
+    assert set(out) == {"none_minus_batchnorm", "groupnorm_minus_batchnorm"}
+    assert out["none_minus_batchnorm"]["auc_all"]["rule"] == "delete4_halves"
+    assert out["groupnorm_minus_batchnorm"]["auc_all"]["rule"] == "jacksum"

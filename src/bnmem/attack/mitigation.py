@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnmem.attack import frontier
+from bnmem.attack import frontier, intervals
 from bnmem.attack.epsilon import arm_epsilon
 from bnmem.attack.lira import loo_lira
 from bnmem.core.kinds import FLIPPED, HEADLINE, OOD
