@@ -312,3 +312,29 @@ def test_the_mitigations_table_reads_the_fallback_for_an_unstudied_arm():
     assert set(out) == {"none_minus_batchnorm", "groupnorm_minus_batchnorm"}
     assert out["none_minus_batchnorm"]["auc_all"]["rule"] == "delete4_halves"
     assert out["groupnorm_minus_batchnorm"]["auc_all"]["rule"] == "jacksum"
+
+
+@pytest.mark.slow  # pool E's afterwards store (about 10 s)
+def test_the_rules_in_use_on_pool_e():
+    """Measured after the plan's outcome (decides nothing): the rules a run uses beside the
+    delete-d ones on pool E's first 100 coverage subsets; the table regenerates from the
+    stores, README quotes it."""
+    import real_shadow_deleted as D
+    d = D.load(ROOT / "results/real_shadows_cov_seed4.jsonl",
+               ROOT / "results/real_shadows_halves_seed4.jsonl",
+               ROOT / "results/real_shadows_deleted_seed4.jsonl", 100, "split-mean")
+    t = D.table(d)
+    title = ("Real shadows, pool E (data seed 4): the rules in use beside the delete-d ones, "
+             "first 100 subsets (measured after the keypooled plan's outcome; decides nothing)")
+    assert D.markdown(t, d, title) + "\n" == (
+        ROOT / "bench/results/real_shadows_keypooled_today.md").read_text()
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    cov = {c: t[c]["rules"][t[c]["today"]] for c in "ABCDEFG"}
+    a4 = t["A"]["rules"]["D4"]
+    assert (f"jacksum covers {cov['E']['coverage']:.3f} for AUC at equal budgets at "
+            f"{cov['E']['width_calibrated']:.2f}× the calibrated width, {cov['A']['coverage']:.3f} "
+            f"at the common point (the fallback; D4 there {a4['coverage']:.3f} at "
+            f"{a4['width_calibrated']:.2f}×), `both` {cov['B']['coverage']:.3f} over the overlap, "
+            f"jacksum {cov['C']['coverage']:.3f} and {cov['F']['coverage']:.3f} for memorization at "
+            f"matched utility and at equal budgets, `pairs_t` {cov['D']['coverage']:.3f} and "
+            f"{cov['G']['coverage']:.3f} for TPR") in flat
