@@ -227,6 +227,18 @@ def markdown(tab: dict, d: dict, title: str, chosen: dict | None = None,
     return "\n".join(L + H.outcome_lines(chosen, confirm, lambda r: r if r in RULES else H.name(r)))
 
 
+def afterwards(stem: str, seed: int, title: str, subsets: int = 100,
+               results: Path = Path(__file__).resolve().parents[1] / "results") -> tuple[dict, str]:
+    """A pool's rules table measured after a plan's outcome: today's rules beside the delete-d
+    ones, V_4 in split-mean form, the first `subsets` coverage subsets of its main store with
+    coverage subsets (results/<stem>cov_seed<seed>.jsonl, beside <stem>halves_ and
+    <stem>deleted_): (table, markdown as `--out` writes it)."""
+    d = load(*(results / f"{stem}{kind}seed{seed}.jsonl" for kind in ("cov_", "halves_", "deleted_")),
+             subsets, "split-mean")
+    t = table(d)
+    return t, markdown(t, d, title) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("main", type=Path)

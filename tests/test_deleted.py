@@ -566,14 +566,10 @@ def test_the_mnist_pool_leaves_the_recipe_gate_as_the_plan_fixed():
 def test_the_rules_an_mnist_run_uses_on_pool_m():
     """Reported after pool M's outcome (decides nothing): today's rules beside the delete-d
     ones on its first 100 subsets; the table regenerates from the stores, README quotes it."""
-    d = rsd.load(ROOT / "results/real_shadows_mnist_cov_seed5.jsonl",
-                 ROOT / "results/real_shadows_mnist_halves_seed5.jsonl",
-                 ROOT / "results/real_shadows_mnist_deleted_seed5.jsonl", 100, "split-mean")
-    t = rsd.table(d)
-    title = ("Real shadows on MNIST (pool M): today's rules beside the delete-d ones, first 100 "
-             "subsets (measured after the plan's outcome; decides nothing)")
-    assert rsd.markdown(t, d, title) + "\n" == (
-        ROOT / "bench/results/real_shadows_mnist_today.md").read_text()
+    t, text = rsd.afterwards("real_shadows_mnist_", 5, "Real shadows on MNIST (pool M): today's "
+                             "rules beside the delete-d ones, first 100 subsets (measured after "
+                             "the plan's outcome; decides nothing)")
+    assert text == (ROOT / "bench/results/real_shadows_mnist_today.md").read_text()
     flat = " ".join((ROOT / "README.md").read_text().split())
     cov = {c: t[c]["rules"][t[c]["today"]]["coverage"] for c in "ABCDEFG"}
     e = t["E"]["rules"]

@@ -320,14 +320,10 @@ def test_the_rules_in_use_on_pool_e():
     delete-d ones on pool E's first 100 coverage subsets; the table regenerates from the
     stores, README quotes it."""
     import real_shadow_deleted as D
-    d = D.load(ROOT / "results/real_shadows_cov_seed4.jsonl",
-               ROOT / "results/real_shadows_halves_seed4.jsonl",
-               ROOT / "results/real_shadows_deleted_seed4.jsonl", 100, "split-mean")
-    t = D.table(d)
-    title = ("Real shadows, pool E (data seed 4): the rules in use beside the delete-d ones, "
-             "first 100 subsets (measured after the keypooled plan's outcome; decides nothing)")
-    assert D.markdown(t, d, title) + "\n" == (
-        ROOT / "bench/results/real_shadows_keypooled_today.md").read_text()
+    t, text = D.afterwards("real_shadows_", 4, "Real shadows, pool E (data seed 4): the rules in "
+                           "use beside the delete-d ones, first 100 subsets (measured after the "
+                           "keypooled plan's outcome; decides nothing)")
+    assert text == (ROOT / "bench/results/real_shadows_keypooled_today.md").read_text()
     flat = " ".join((ROOT / "README.md").read_text().split())
     cov = {c: t[c]["rules"][t[c]["today"]] for c in "ABCDEFG"}
     a4 = t["A"]["rules"]["D4"]
