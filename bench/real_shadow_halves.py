@@ -239,21 +239,22 @@ INELIGIBLE_CLASSES = {"D", "G"}  # amendment 2: TPR reported only
 MIN_BOUND = 50  # amendment 3
 
 
-def passes(c: dict, band: tuple[float, float], q2: float | None = None, b8: bool = False
-           ) -> tuple[bool, str]:
+def passes(c: dict, band: tuple[float, float], q2: float | None = None, b8: bool = False,
+           floors: tuple[float, float] = (0.92, 0.92)) -> tuple[bool, str]:
     """The plan's criteria (i)-(vi) with pooled band `band` (q2: the class's mean V_h / B8,
     gate (v), where it applies; b8: the deleted plan's gate (v'), the pooled coverage with
-    V_h rescaled to B8, c["b8"], in the band): (ok, why not)."""
+    V_h rescaled to B8, c["b8"], in the band; floors: the key floors of (ii) and (iv), the
+    keypooled plan's amendment setting others): (ok, why not)."""
     why = []
     if not band[0] <= c["coverage"] <= band[1]:
         why.append(f"pooled {c['coverage']:.3f}")
-    if c["min"] < 0.92:
+    if c["min"] < floors[0]:
         why.append(f"lowest key {c['min']:.3f}")
     if not 0.93 <= c["free"] <= 0.97:
         why.append(f"where the floor is free {c['free']:.3f}")
     if c["n_bound"] >= MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
         why.append(f"where the floor binds {c['bound']:.3f}")
-    if c["ts15"]["min"] < 0.92:
+    if c["ts15"]["min"] < floors[1]:
         why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
     if q2 is not None and not 0.8 <= q2 <= 1.25:
         why.append(f"V_h / B8 {q2:.2f}")

@@ -67,25 +67,9 @@ def chances(p: float = 0.95, p15: float = 0.94, keys: int = KEYS_PER_CLASS) -> d
 
 def gates(c: dict, band: tuple[float, float] = BAND, floors: tuple[float, float] = (FLOOR, FLOOR)
           ) -> tuple[bool, str]:
-    """real_shadow_deleted.passes (criteria (i)-(iv), (v'), (vi)) with the key floors of (ii)
-    and (iv) as arguments: (ok, why not). With floors (0.92, 0.92) it is `passes` itself
-    (tests/test_keypooled.py checks that on real cells)."""
-    why = []
-    if not band[0] <= c["coverage"] <= band[1]:
-        why.append(f"pooled {c['coverage']:.3f}")
-    if c["min"] < floors[0]:
-        why.append(f"lowest key {c['min']:.3f}")
-    if not 0.93 <= c["free"] <= 0.97:
-        why.append(f"where the floor is free {c['free']:.3f}")
-    if c["n_bound"] >= H.MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
-        why.append(f"where the floor binds {c['bound']:.3f}")
-    if c["ts15"]["min"] < floors[1]:
-        why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")
-    if not band[0] <= c["b8"]["coverage"] <= band[1]:
-        why.append(f"pooled with V_h at B8 {c['b8']['coverage']:.3f}")
-    if not band[0] <= c["emp"]["coverage"] <= band[1]:
-        why.append(f"pooled with the empirical samples' part {c['emp']['coverage']:.3f}")
-    return not why, "; ".join(why)
+    """The confirmation gates (real_shadow_deleted.passes: (i)-(iv), (v'), (vi)) with the key
+    floors of (ii) and (iv) set: (ok, why not)."""
+    return D.passes(c, band, floors)
 
 
 def _records(d: dict, cls: str, key: str, rule: str, ts_scale: float = 1.0,
@@ -221,24 +205,6 @@ def floors_pass(cal: dict, floors: tuple[float, float], boot: int = 2000, seed: 
     return hits / boot
 
 
-def subpopulation_resampled(d: dict, cls: str, which: str, rule: str = "D4", seed: int = 11,
-                            boot: int = 2000) -> dict:
-    """Gate (iii)'s coverage where V_h's floor binds ("bound") or is free ("free") on one
-    pool, and its Monte Carlo spread: the subsets resampled (real_shadow_deleted.
-    free_resampled, for either side). {"point", "sd", "outside" (share outside [0.93, 0.97])}."""
-    ps, ms = [], []
-    for k in H.class_keys(d, cls):
-        f, b, _ = _records(d, cls, k, rule)
-        ps.append(f)
-        ms.append(np.isfinite(f) & (b if which == "bound" else ~b))
-    ps, ms = np.array(ps), np.array(ms)
-    rng = np.random.default_rng(seed)
-    bs = np.array([ps[:, i][ms[:, i]].mean()
-                   for i in (rng.integers(0, ps.shape[1], ps.shape[1]) for _ in range(boot))])
-    return {"point": float(ps[ms].mean()), "sd": float(bs.std(ddof=1)),
-            "outside": float(((bs < 0.93) | (bs > 0.97)).mean())}
-
-
 def operating(pools: dict[str, dict]) -> dict:
     """The amendment's figures on pools A-D (each a stand-in for one pool): per class and
     pool, the chance a calibrated rule (every key 0.95) passes the earlier per-pool key
@@ -357,7 +323,7 @@ def main() -> None:
     earlier = {cls: pooled_cell(list(earlier_pools.values()), cls)
                for cls in (*CANDIDATES, IN_USE)}
     oc = operating(earlier_pools)
-    sub = {(cls, w): subpopulation_resampled(earlier_pools["B"], cls, w)
+    sub = {(cls, w): D.free_resampled(earlier_pools["B"], cls, "D4", which=w)
            for cls, w in (("A", "free"), ("B", "bound"))}
     if a.earlier_only:
         print("\n".join(_row(f"{cls}: {R.LABEL[cls]}", c) for cls, c in earlier.items()))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bnmem.attack.lira import PairSignals
-from bnmem.attack.intervals import PROCEDURES, REAL_SHADOW_DESIGNS, IntervalPlan, designs
+from bnmem.attack.intervals import PROCEDURES, IntervalPlan, simulated_designs
 from bnmem.attack.resample import arm_draw, draw_designs
 from bnmem.attack.simulate import synthetic_phi
 from bnmem.core.kinds import SUBSETS
@@ -83,27 +83,19 @@ def truth_row(args: tuple) -> np.ndarray:
     return np.concatenate([v[0], v[0] - v[1]])
 
 
-def _designs(proc: str) -> tuple[str, ...]:
-    """The designs a simulated run draws and reads for `proc`: under `mixed`, none of the
-    real-shadow rules' rows (simulated logits are not the recipe they were calibrated on; the
-    attack stage off that recipe draws none either, resample.draw_plan, and `mixed` reads
-    their fallbacks); a real-shadow procedure named alone keeps its rows."""
-    return tuple(d for d in designs(proc) if proc != "mixed" or d not in REAL_SHADOW_DESIGNS)
-
-
 def _run(args: tuple) -> dict[str, np.ndarray]:
     """One simulated run: {procedure: [2, 2F] (lo, hi)} for every procedure asked."""
     n_models, n, effects, kind, draws, seed, procedures, arm_rho, figures = args
     phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
     p = n_models // 2
-    names = tuple(dict.fromkeys(d for proc in procedures for d in _designs(proc)))
+    names = tuple(dict.fromkeys(d for proc in procedures for d in simulated_designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                              names)
     f = draw_figures(phi, keep, kind, counts, weights, figures)  # [2, R, F]
     vals = np.concatenate([f[0], f[0] - f[1]], axis=1)  # [R, 2F], row 0 the point
     out = {}
     for proc in procedures:
-        plan = IntervalPlan(proc, p, {d: segments[d] for d in _designs(proc)})
+        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)})
         # one arm's figures, then the paired differences, read as the attack stage reads a - b
         # at equal epochs (bnmem.attack.intervals.MIXED_RULES)
         reads = list(figures) + [f"{f}@equal" for f in figures]

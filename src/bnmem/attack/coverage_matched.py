@@ -23,7 +23,7 @@ import numpy as np
 from bnmem.attack.lira import PairSignals
 from bnmem.attack.coverage import sample_kinds, simulate_all, tabulate
 from bnmem.attack.frontier import draw_compare
-from bnmem.attack.intervals import REAL_SHADOW_DESIGNS, IntervalPlan, designs
+from bnmem.attack.intervals import IntervalPlan, simulated_designs
 from bnmem.core.keep import keep_matrix
 from bnmem.attack.resample import arm_draw, draw_designs
 
@@ -147,26 +147,18 @@ def _truth_row(args: tuple) -> np.ndarray:
     return _rows(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)))[0]
 
 
-def _designs(proc: str) -> tuple[str, ...]:
-    """The designs a simulated run draws and reads for `proc`: under `mixed`, none of the
-    real-shadow rules' rows (simulated logits are not the recipe they were calibrated on; the
-    attack stage off that recipe draws none either, resample.draw_plan, and `mixed` reads
-    their fallbacks); a real-shadow procedure named alone keeps its rows."""
-    return tuple(d for d in designs(proc) if proc != "mixed" or d not in REAL_SHADOW_DESIGNS)
-
-
 def _run(args: tuple) -> dict[str, np.ndarray]:
     """One simulated run: {procedure: [2, F] (lo, hi)}."""
     n_models, n, kind, draws, seed, procedures, rho = args
     phi, keep = simulate(n_models, n, kind, seed, **rho)
     p = n_models // 2
-    names = tuple(dict.fromkeys(d for proc in procedures for d in _designs(proc)))
+    names = tuple(dict.fromkeys(d for proc in procedures for d in simulated_designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                              names)
     vals = _rows(phi, keep, kind, counts, weights)
     out = {}
     for proc in procedures:
-        plan = IntervalPlan(proc, p, {d: segments[d] for d in _designs(proc)})
+        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)})
         ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
               for j, (f, _, _) in enumerate(FIGURES)]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],

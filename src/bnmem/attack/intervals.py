@@ -501,6 +501,15 @@ def _mixed_designs() -> tuple[str, ...]:
     return tuple(d for d in order if d in need)
 
 
+def simulated_designs(procedure: str) -> tuple[str, ...]:
+    """The designs a simulated run draws and reads for `procedure`: under `mixed`, none of the
+    real-shadow rules' rows (simulated logits are not the recipe they were calibrated on; the
+    attack stage off that recipe draws none either, resample.draw_plan, and `mixed` reads
+    their fallbacks); a real-shadow procedure named alone keeps its rows."""
+    return tuple(d for d in designs(procedure)
+                 if procedure != "mixed" or d not in REAL_SHADOW_DESIGNS)
+
+
 def designs(procedure: str) -> tuple[str, ...]:
     """The draw designs a procedure needs, in row order after the point."""
     return {"both": ("both",), "pairs": ("pairs",), "samples": ("samples",),
