@@ -230,6 +230,27 @@ def _deleted(args: tuple) -> dict:
     return out
 
 
+def _jackknife(args: tuple) -> dict:
+    """A coverage subset's pairs' jackknife only (bench/results/real_shadows_anova_plan.md's
+    fresh pool): the point and the P delete-one rows at the production's level;
+    {comparison/read: [point, V_jackknife]} (both equal the halves store's where it has the
+    subset)."""
+    seed, unit, n_pairs, _, _ = args
+    kind = _DATA["kind"]
+    pairs = subset_pairs(seed, unit, n_pairs)
+    c_jack = np.ones((PAIRS, PAIRS), np.int64) - np.eye(PAIRS, dtype=np.int64)
+    counts = np.vstack([np.ones((1, PAIRS), np.int64), c_jack])
+    vals = rows(pairs, counts, np.ones((len(counts), kind.size)),
+                [((0, len(counts)), design_levels()["jackknife"])])
+    plan = IntervalPlan("both", PAIRS, {"jackknife": (1, 1 + PAIRS)})
+    out = {"pairs": pairs.tolist()}
+    for cmp, v in vals.items():
+        for j, name in enumerate(names(len(BUDGETS) + 1)):
+            v_j = plan.variances(v[:, j])["jackknife"]
+            out[f"{cmp}/{name}"] = [float(v[0, j]), np.nan if v_j is None else v_j]
+    return out
+
+
 def _block(args: tuple) -> dict:
     """A partition block: {comparison/read: [point, then one value per shared reweighting]}."""
     seed, block, n_pairs, sample_draws, _ = args
@@ -245,7 +266,8 @@ def _block(args: tuple) -> dict:
 
 
 def _unit(args: tuple):
-    return {"block": _block, "subset": _coverage, "halves": _halves, "deleted": _deleted}[args[0]](args[1:])
+    return {"block": _block, "subset": _coverage, "halves": _halves, "deleted": _deleted,
+            "jackknife": _jackknife}[args[0]](args[1:])
 
 
 def main() -> None:
@@ -265,21 +287,25 @@ def main() -> None:
     ap.add_argument("--deleted", action="store_true",
                     help="only the delete-d jackknives' rows of the first --subsets coverage "
                          "subsets (a store of its own: real_shadows_deleted_plan.md)")
+    ap.add_argument("--jackknife", action="store_true",
+                    help="only the point and the pairs' jackknife of the first --subsets coverage "
+                         "subsets (a store of its own: real_shadows_anova_plan.md)")
     a = ap.parse_args()
     t0 = time.time()
     _DATA.update(load(a.pool_dir))
     n_pairs = _DATA["arms"]["none"][-1]["keep"].shape[0] // 2
     if a.time_one:
         t1 = time.time()
-        (_halves if a.halves else _deleted if a.deleted else _coverage)((a.seed, 0, n_pairs, a.draws, ""))
+        (_halves if a.halves else _deleted if a.deleted else _jackknife if a.jackknife
+         else _coverage)((a.seed, 0, n_pairs, a.draws, ""))
         print(f"one coverage subset: {time.time() - t1:.1f} s (load {t1 - t0:.1f} s)")
         t1 = time.time()
         _point((a.seed, 0, n_pairs, ""))
         print(f"one point subset: {time.time() - t1:.1f} s")
         return
     fp = fingerprint(a.pool_dir)
-    if a.halves or a.deleted:  # rows of the coverage subsets, by the main store's unit numbers
-        kind = "halves" if a.halves else "deleted"
+    if a.halves or a.deleted or a.jackknife:  # rows of the coverage subsets, by unit number
+        kind = "halves" if a.halves else "deleted" if a.deleted else "jackknife"
         if a.deleted:  # V_4's form, marked from the start: a store never mixes two forms
             meta_path = a.store.with_suffix(".meta.json")
             old_meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
