@@ -301,7 +301,10 @@ def markdown(tab: dict, pools: list[dict], fresh: dict | None) -> str:
               + "; ".join(f"`{k}` " + " / ".join(f"{t['select'][r]['per_key'][k]:.3f}" for r in RULES + REPORTED)
                           for k in t["select"]["AN"]["per_key"]), ""]
         if fresh is not None:
-            L += [f"Pool {fresh['label']} alone (fresh):", "", head, "|---|---|---|---|---|---|"]
+            L += [f"Pool {fresh['label']} alone (fresh"
+                  + ("; the selected rule's confirmation" if t["chosen"] else
+                     "; nothing was selected, so the plan confirms nothing: reported, deciding nothing")
+                  + "):", "", head, "|---|---|---|---|---|---|"]
             L += [_row(NAME[r], t["fresh"][r], t["fresh15"][r]) for r in RULES + REPORTED]
             if t["chosen"]:
                 ok, why = t["confirm"]
@@ -324,11 +327,37 @@ def markdown(tab: dict, pools: list[dict], fresh: dict | None) -> str:
     return "\n".join(L) + "\n"
 
 
+DIAGNOSED = ("batchnorm_reg_minus_batchnorm/fz_flipped_matched", "batchnorm_reg_minus_batchnorm/fz_flipped_fit",
+             "batchnorm_minus_none/fz_flipped_matched")
+
+
+def diagnosis(pools: list[dict]) -> list[str]:
+    """Exploratory, after the outcome: the shape of the points of the keys every rule fails
+    (skew, excess kurtosis of the 8-pair points over the pool's point subsets), the pairs'
+    jackknife over T_p (mean and median over the coverage subsets) and today's rule's
+    coverage, per pool; BN - none as a key that behaves."""
+    L = ["## Exploratory, after the outcome: the keys every rule misses", "",
+         "Per pool: skew / excess kurtosis of the 8-pair points (point subsets), V_j / T_p (mean, "
+         "median over the coverage subsets), jacksum's coverage (V_j + V_S).", "",
+         "| key | " + " | ".join(d["label"] for d in pools) + " |", "|---|" + "---|" * len(pools)]
+    for key in DIAGNOSED:
+        cells = []
+        for d in pools:
+            tp = R.truth_parts(d, key)
+            pts = d["points"][key]
+            z = (pts[np.isfinite(pts)] - tp["mu"]) / np.sqrt(tp["t_p"])
+            vj = d["hcov"][key][:, 2] / tp["t_p"]
+            cells.append(f"{stats.skew(z):+.1f} / {stats.kurtosis(z):+.1f}; {np.nanmean(vj):.2f}, "
+                         f"{np.nanmedian(vj):.2f}; {np.nanmean(records(d, key, 'JS')[0]):.3f}")
+        L.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    return L + [""]
+
+
 def decide_main(a: argparse.Namespace) -> None:
     pools = [load_pool(lb, s, n) for lb, s, n in POOLS]
     fresh = None if a.no_fresh else load_pool(*FRESH)
     tab = table(pools, fresh)
-    text = markdown(tab, pools, fresh)
+    text = markdown(tab, pools, fresh) + "\n" + "\n".join(diagnosis(pools + ([fresh] if fresh else [])))
     if a.out:
         Path(a.out).write_text(text)
     print(text)

@@ -111,3 +111,4 @@ def test_reads_from_cells_equal_the_production_path():
     for k in np.unique(kind):
         wc[kind == k] -= w[kind == k].mean()
     assert (moved - point) / eps == pytest.approx(float(wc @ u.sum(axis=0)), rel=1e-4, abs=1e-9)
+
