@@ -112,3 +112,36 @@ def test_reads_from_cells_equal_the_production_path():
         wc[kind == k] -= w[kind == k].mean()
     assert (moved - point) / eps == pytest.approx(float(wc @ u.sum(axis=0)), rel=1e-4, abs=1e-9)
 
+
+
+@pytest.mark.slow  # six pools' stores (about 15 s)
+def test_the_outcome_follows_from_the_stores():
+    """bench/results/real_shadows_anova.md regenerates from the committed stores byte for
+    byte; no candidate qualifies in either class (so jacksum stays); the figures README
+    quotes; and the gates can fail and pass: every candidate fails for the reasons the
+    outcome gives."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "bench"))
+    import real_shadow_anova as A
+    pools = [A.load_pool(*p) for p in A.POOLS]
+    fresh = A.load_pool(*A.FRESH)
+    tab = A.table(pools, fresh)
+    text = A.markdown(tab, pools, fresh) + "\n" + "\n".join(A.diagnosis(pools + [fresh]))
+    assert text == (root / "bench" / "results" / "real_shadows_anova.md").read_text()
+    assert tab["C"]["chosen"] is None and tab["F"]["chosen"] is None
+    assert tab["F"]["why"]["ANs"][1] == "lowest key at T_s x 1.5 0.913"
+    key = "batchnorm_reg_minus_batchnorm/fz_flipped_matched"
+    assert round(tab["C"]["select"]["JS"]["per_key"][key], 3) == 0.901
+    assert round(tab["C"]["select"]["JS"]["coverage"], 3) == 0.976
+    assert round(tab["F"]["select"]["ANs"]["coverage"], 3) == 0.954
+    # without the two reg - BN flipped keys (0.860, 0.909) class C's ANs would pass every
+    # selection gate: those keys alone decide
+    sel = A.cell(pools, "C", "ANs")
+    sel15 = A.cell(pools, "C", "ANs", 1.5)
+    for c in (sel, sel15):
+        c["per_key"].pop(key)
+        c["per_key"].pop("batchnorm_reg_minus_batchnorm/fz_flipped_fit")
+        c["min"] = min(c["per_key"].values())
+    assert A.gates(sel, sel15, A.SELECT_BAND, A.POOLED_FLOORS, True)[0]
