@@ -1,0 +1,101 @@
+"""The analysis of bench/results/real_shadows_sixth_plan.md (fixed before pool F's halves and
+delete-d stores existed): a sixth, fresh pool re-checks D4 (`delete4_halves`) for class A,
+all samples' AUC difference at the common point of matched held-out accuracy and fit, the
+rule the default run's headline interval uses.
+
+    python bench/real_shadow_sixth.py --out bench/results/real_shadows_sixth.md
+
+Decision (class A only): D4 stays if pool F alone passes every confirmation gate with the
+fresh-pool key floors (0.91 / 0.90) and the six pools weighted equally per key pass them
+with the pooled floors (0.93 / 0.92); else class A reverts to jacksum. Classes B and E are
+reported, deciding nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_shadow_deleted as D  # noqa: E402
+import real_shadow_halves as H  # noqa: E402
+import real_shadow_keypooled as K  # noqa: E402
+import real_shadow_pooled as P  # noqa: E402
+import real_shadow_rules as R  # noqa: E402
+
+POOLS = K.POOLS + (("F", 6, 200),)
+FRESH = "F"
+DECIDED = "A"
+REPORTED = ("B", "E")
+HEADLINE = "batchnorm_minus_none/auc_matched"
+
+
+def decide(per_pool: dict, six: dict) -> dict:
+    """The plan's two gates for class A: pool F alone (fresh floors), the six pools per key
+    (pooled floors)."""
+    ok1, why1 = K.gates(per_pool[FRESH][DECIDED]["rules"]["D4"], K.BAND, K.FRESH_FLOORS)
+    ok2, why2 = K.gates(six[DECIDED], K.BAND, K.POOLED_FLOORS)
+    fails = ([f"pool {FRESH}: {why1}"] if not ok1 else []) + ([f"six pools: {why2}"] if not ok2 else [])
+    return {"gate1": (ok1, why1), "gate2": (ok2, why2), "stays": not fails,
+            "action": ("D4 stays for class A" if not fails
+                       else "class A reverts to jacksum (" + "; ".join(fails) + ")")}
+
+
+def headline(pools: dict) -> dict:
+    """The headline key's D4 coverage per pool (mean over its subsets)."""
+    return {name: float(np.nanmean(K._records(d, DECIDED, HEADLINE, "D4")[0])) for name, d in pools.items()}
+
+
+def markdown(per_pool: dict, six: dict, dec: dict, head: dict) -> str:
+    names = list(per_pool)
+    L = ["# Real shadows: a sixth pool (F) re-checks D4 for class A", "",
+         "Plan: [real_shadows_sixth_plan.md](real_shadows_sixth_plan.md) (written before pool F's "
+         "halves and delete-d stores existed). `python bench/real_shadow_sixth.py --out "
+         "bench/results/real_shadows_sixth.md`. V_4 in split-mean form; band [0.93, 0.97]; key "
+         f"floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} on pool F alone, "
+         f"{K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the six pools (equal weights).",
+         "", "## D4 per pool (class coverage)", "",
+         "| class | " + " | ".join(f"pool {p}" for p in names) + " |", "|---|" + "---|" * len(names)]
+    for cls in (DECIDED, *REPORTED):
+        L.append(f"| {cls}: {R.LABEL[cls]} | " + " | ".join(
+            f"{per_pool[p][cls]['rules']['D4']['coverage']:.3f}" for p in names) + " |")
+    L += ["", f"The headline key (`{HEADLINE}`, BN − none at matched held-out accuracy), D4 per pool: "
+          + ", ".join(f"{p} {v:.3f}" for p, v in head.items()) + "; over the six pools "
+          f"{np.mean(list(head.values())):.3f}.", "",
+          f"## Pool {FRESH} alone", "", *K.HEAD]
+    L += [K._row(f"{cls}: {R.LABEL[cls]}", per_pool[FRESH][cls]["rules"]["D4"]) for cls in (DECIDED, *REPORTED)]
+    L += ["", "## The six pools per key, weighted equally", "", *K.HEAD]
+    L += [K._row(f"{cls}: {R.LABEL[cls]}", six[cls]) for cls in (DECIDED, *REPORTED)]
+    L += ["", "Per key over the six pools (coverage / with T_s x 1.5):", ""]
+    for cls in (DECIDED, *REPORTED):
+        c = six[cls]
+        L.append(f"- {cls}: " + "; ".join(f"`{k}` {a:.3f} / {b:.3f}" for k, a, b in
+                                          zip(c["keys"], c["per_key"], c["per_key_ts15"])))
+    L += ["", "## Outcome (class A; B and E reported only)", "",
+          f"- Gate 1 (pool {FRESH} alone): " + ("passes" if dec["gate1"][0] else "fails: " + dec["gate1"][1]),
+          "- Gate 2 (six pools per key): " + ("passes" if dec["gate2"][0] else "fails: " + dec["gate2"][1]),
+          f"- **{dec['action']}**"]
+    for cls in REPORTED:
+        ok1, why1 = K.gates(per_pool[FRESH][cls]["rules"]["D4"], K.BAND, K.FRESH_FLOORS)
+        ok2, why2 = K.gates(six[cls], K.BAND, K.POOLED_FLOORS)
+        L.append(f"- Reported, {cls} ({R.LABEL[cls]}), the same gates: pool {FRESH} "
+                 + ("passes" if ok1 else "fails: " + why1) + "; six pools "
+                 + ("pass" if ok2 else "fail: " + why2) + " (nothing changes)")
+    return "\n".join(L) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    pools = {name: P.load_pool(seed, n) for name, seed, n in POOLS}
+    per_pool = {p: D.table(d) for p, d in pools.items()}
+    six = {cls: K.pooled_cell(list(pools.values()), cls) for cls in (DECIDED, *REPORTED)}
+    dec = decide(per_pool, six)
+    H.write(markdown(per_pool, six, dec, headline(pools)), a.out)
+
+
+if __name__ == "__main__":
+    main()
