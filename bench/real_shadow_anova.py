@@ -157,6 +157,10 @@ def load_pool(label: str, seed: int, subsets: int) -> dict:
         units = {i: v for (_, i), v in R.store_units(res / f"real_shadows_halves_seed{seed}.jsonl").items()}
         pairs = [units[i]["pairs"] for i in range(subsets)]
     head, an = load_cells(res / f"real_shadows_anova_seed{seed}.jsonl")
+    fp = json.loads((res / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]
+    if head["pool"] != fp:
+        raise SystemExit(f"pool {label}: B-hat's store was computed on pool {head['pool']}, "
+                         f"the main store on {fp}")
     if an["pairs"][:subsets] != pairs:
         raise SystemExit(f"pool {label}: B-hat's subsets are not the store's")
     d["an"] = {k: v[:subsets] for k, v in an.items() if k != "pairs"}
@@ -353,6 +357,64 @@ def diagnosis(pools: list[dict]) -> list[str]:
     return L + [""]
 
 
+SOURCE_KEY = "batchnorm_reg_minus_batchnorm/fz_flipped_matched"
+
+
+def _source(cells: dict, a: str, b: str, drop: int | None = None) -> float:
+    """b's Pareto source (endpoint i, or i + 0.5 between i and i + 1) of the FZ flipped read
+    at matched held-out accuracy, from the cells (pair `drop` left out)."""
+    ends = {arm: [{f: anova.cell_mean((c if drop is None else np.delete(c, drop, axis=0), m))
+                   for f, (c, m) in e.items()} for e in cells[arm]] for arm in (a, b)}
+    from bnmem.attack.frontier import draw_compare
+    return draw_compare(ends[a], ends[b], "heldout", ("fz_flipped",))["fz_flipped_source"][1]
+
+
+def sources(label: str, seed: int, subsets: int, pool_dir: Path) -> list[str]:
+    """Exploratory, after the outcome (a hostile review's analysis, rerun here): for
+    SOURCE_KEY, BN's Pareto source in every coverage subset and whether any delete-one row
+    changes it; jacksum's coverage by source and by whether the run's own jackknife sees a
+    jump. Needs the pool's logits."""
+    d = load_pool(label, seed, subsets)
+    C._DATA.update(C.load(pool_dir))
+    n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
+    cov, _, _, comp = records(d, SOURCE_KEY, "JS")
+    src, flip = [], []
+    for u in range(subsets):
+        cells = _cells(C.subset_pairs(seed, u, n_pairs))
+        s0 = _source(cells, "batchnorm_reg", "batchnorm")
+        src.append(s0)
+        flip.append(any(_source(cells, "batchnorm_reg", "batchnorm", p) != s0 for p in range(R.PAIRS)))
+    src, flip = np.array(src), np.array(flip)
+    vj = d["hcov"][SOURCE_KEY][:, 2] / comp["t_p"]
+    miss = cov < 0.5
+    by = "; ".join(f"{s:g}: {int((src == s).sum())} runs, covers {np.nanmean(cov[src == s]):.3f}, "
+                   f"median V_j / T_p {np.nanmedian(vj[src == s]):.2f}" for s in np.unique(src))
+    return [f"| {label} | {np.nanmean(cov):.3f} | {flip.mean():.2f} | "
+            f"{np.nanmean(cov[flip]) if flip.any() else np.nan:.3f} / {np.nanmean(cov[~flip]):.3f} | "
+            f"{int(miss.sum())}, {flip[miss].mean() if miss.any() else np.nan:.2f}, "
+            f"{np.nanmedian(vj[miss]) if miss.any() else np.nan:.2f} | {by} |"]
+
+
+def sources_main(a: argparse.Namespace) -> None:
+    L = ["# Exploratory, after the outcome: where BN's Pareto source sits, for reg − BN on flipped "
+         "samples at matched held-out accuracy", "",
+         "A hostile review's analysis of [real_shadows_anova.md](real_shadows_anova.md)'s one "
+         "under-covered key, rerun: `python bench/real_shadow_anova.py sources --out "
+         "bench/results/real_shadows_anova_sources.md` (needs every pool's logits). Per coverage "
+         "subset: BN's least-memorization endpoint at the common point (0-based, budget order; "
+         "i + 0.5: between i and i + 1) and whether any of the run's delete-one rows takes it "
+         "elsewhere (its own jackknife sees the jump); jacksum's coverage (V_j + V_S).", "",
+         "| pool | jacksum covers | runs whose jackknife sees a jump | covers there / elsewhere "
+         "| misses (< 0.5): count, share seeing a jump, median V_j / T_p | by BN's source |",
+         "|---|---|---|---|---|---|"]
+    for lb, seed, n in POOLS + (FRESH,):
+        L += sources(lb, seed, n, Path(f"/work/realpool{seed}"))
+    text = "\n".join(L) + "\n"
+    if a.out:
+        Path(a.out).write_text(text)
+    print(text)
+
+
 def decide_main(a: argparse.Namespace) -> None:
     pools = [load_pool(lb, s, n) for lb, s, n in POOLS]
     fresh = None if a.no_fresh else load_pool(*FRESH)
@@ -374,8 +436,10 @@ def main() -> None:
     d = sub.add_parser("decide")
     d.add_argument("--out", type=Path)
     d.add_argument("--no-fresh", action="store_true", help="selection only (pool F not yet stored)")
+    s = sub.add_parser("sources")
+    s.add_argument("--out", type=Path)
     a = ap.parse_args()
-    (cells_main if a.cmd == "cells" else decide_main)(a)
+    {"cells": cells_main, "decide": decide_main, "sources": sources_main}[a.cmd](a)
 
 
 if __name__ == "__main__":

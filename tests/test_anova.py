@@ -30,6 +30,25 @@ def test_components_unbiased_on_a_two_way_table():
     assert np.mean(its) == pytest.approx(df * p * se ** 2, rel=0.03)
 
 
+def test_each_kinds_part_is_unbiased_with_unequal_variances():
+    """Per kind k, b_k (samples_part's strata, the Satterthwaite df's input) is unbiased for
+    (n_k - 1) P^2 sb_k^2 when the kinds' sample and interaction variances differ, and the
+    interaction is heteroscedastic within a kind (per-sample scale): within 4 %."""
+    rng = np.random.default_rng(8)
+    p, kind = 8, np.repeat([0, 1, 2], [200, 60, 20])
+    sb, se = np.array([0.1, 0.4, 0.8]), np.array([0.3, 0.9, 1.5])
+    parts = {0: [], 1: [], 2: []}
+    for _ in range(4000):
+        scale = rng.uniform(0.5, 1.5, kind.size)
+        u = (rng.normal(0, 0.5, (p, 1)) + rng.normal(0, sb[kind])[None]
+             + rng.normal(0, 1, (p, kind.size)) * (se[kind] * scale)[None])
+        for k, (b, n) in anova.samples_part(u, kind)["strata"].items():
+            parts[k].append(b)
+    for k in (0, 1, 2):
+        n = int(np.sum(kind == k))
+        assert np.mean(parts[k]) == pytest.approx((n - 1) * p * p * sb[k] ** 2, rel=0.04)
+
+
 def test_v_s_is_the_stratified_bootstrap_variance():
     """V_S equals the variance of the read's sum under the attack stage's stratified
     bootstrap of samples (20 000 draws: within 3 %)."""

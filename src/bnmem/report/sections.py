@@ -71,11 +71,8 @@ def _frontier_section(membership: dict, rel: dict) -> list[str]:
           + f"): where ≥ {100 * FLIP_SHARE:.0f} % of the draws take an arm's least value from "
           "another endpoint or segment than the point estimate does, the statistic jumps "
           "between endpoints there, its draws are bimodal and ±1.96 sd describes them poorly "
-          "(the coverage simulation does not cover this case; on real shadows the default "
-          "recipe's reg − BN memorization of flipped samples at matched held-out accuracy, "
-          "whose draws jump so in the default run, has skewed points and its interval covers "
-          "0.90 over five pools: `bench/results/real_shadows_anova.md`): "
-          + ("; ".join(flips) if flips else "none") + "."]
+          "(the coverage simulation does not cover this case; see the limitations on real "
+          "shadows): " + ("; ".join(flips) if flips else "none") + "."]
     L += ["", "At equal budgets (arm − base at each budget's endpoint; AUC all, points):", "",
           "| pair | " + " | ".join(f"{b} epochs" for b in fr["budgets"]) + " |",
           "|---|" + "---|" * len(fr["budgets"])]
