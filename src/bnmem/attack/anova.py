@@ -17,12 +17,18 @@ For that sum, with the samples drawn by a bootstrap stratified by kind (the atta
         the interaction part of V_S, which the pairs' jackknife already counts;
   B   = V_S - I: under the two-way random-effects model u = a_p + b_s + e_ps (per stratum)
         unbiased for the samples' part without the interaction.
+
+No rule of the attack stage reads B yet: the study that tried V_j + max(B, 0) for
+memorization adopted nothing (bench/results/real_shadows_anova_plan.md's outcome); the
+analyses (bench/real_shadow_anova.py, bench/sim_anova.py) use this module.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import numpy as np
+
+from bnmem.core.kinds import KINDS
 
 STEP = 1e-7  # central differences of a read in its endpoint means
 
@@ -139,36 +145,3 @@ def read_terms(cells_a: list[dict], cells_b: list[dict], figure: str,
     g = gradient(f, x0)
     return f(x0), [(gj, *sides[s][e][name]) for gj, (s, e, name) in zip(g, inputs)]
 
-
-def components(cells_a: list[dict], cells_b: list[dict], kind: np.ndarray, figure: str,
-               criterion: str | None = None, key: str | None = None, budget: int | None = None,
-               ) -> dict[str, float] | None:
-    """{"anova": B, "anova_q": sum_k max(b_k, 0)^2 / (n_k - 1)} of one read of a - b
-    (read_terms' arguments), the components a procedure adds to the pairs' jackknife
-    (bnmem.attack.intervals.ANOVA_PROCEDURES); None where the read or its linearization is
-    not finite."""
-    point, terms = read_terms(cells_a, cells_b, figure, criterion, key, budget)
-    if not (np.isfinite(point) and all(np.isfinite(t[0]) for t in terms)):
-        return None
-    r = samples_part(linear_cells(terms), kind)
-    q = sum(max(b, 0.0) ** 2 / (n - 1) for b, n in r["strata"].values() if n > 1)
-    return {"anova": float(r["b"]), "anova_q": float(q)}
-
-
-def read_parts(cells_a: list[dict], cells_b: list[dict], kind: np.ndarray,
-               studied: dict[tuple[str, str], tuple[str, ...]]) -> dict:
-    """Every studied memorization read's components (`components`) of a - b, keyed as
-    bnmem.attack.frontier.compare tags its reads: {"common": {"<figure>/<criterion>": c},
-    "overlap": {...}, "equal": [{figure: c} per endpoint]}; `studied`: {(family, read):
-    keys} (bnmem.attack.intervals.ANOVA_STUDIED)."""
-    out: dict = {"common": {}, "overlap": {}, "equal": [{} for _ in cells_a]}
-    for (_, read), keys in studied.items():
-        for k in keys:
-            fig, _, crit = k.partition("/")
-            if read == "equal":
-                for i in range(len(cells_a)):
-                    out["equal"][i][fig] = components(cells_a, cells_b, kind, fig, budget=i)
-            else:
-                out[read][k] = components(cells_a, cells_b, kind, fig, crit,
-                                          fig if read == "common" else f"{fig}_overlap")
-    return out
