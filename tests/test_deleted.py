@@ -253,14 +253,17 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
         I.check_halves_rules({("auc", "equal"): "delete4_halves"}, {})
 
 
-def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
-    """delete4_halves at 8 pairs for all samples' AUC difference at the common point of
-    matched held-out accuracy and of matched fit (class A, adopted by
-    bench/results/real_shadows_keypooled_plan.md); every other figure of that read (per
-    subset, the loss and gap criteria, the within-run read) keeps jacksum; AUC at equal epochs
-    or budgets reverted to jacksum by the same plan; the overlap keeps both."""
+def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on(monkeypatch):
+    """delete4_halves, where `mixed` names it (class A from the keypooled plan until the sixth
+    pool reverted it to jacksum: bench/results/real_shadows_sixth_plan.md), reads at 8 pairs
+    all samples' AUC difference at the common point of matched held-out accuracy and of
+    matched fit only; every other figure of that read (per subset, the loss and gap criteria,
+    the within-run read) keeps jacksum; AUC at equal epochs or budgets is jacksum; the overlap
+    keeps both."""
     from bnmem.attack import intervals as I
-    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves"
+    assert I.MIXED_RULES[("auc", "common")] == "jacksum"  # the rule in use since the sixth pool
+    assert I.mixed_procedure("auc_all/heldout@common") == "jacksum"
+    monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), "delete4_halves")
     assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum"}
     assert I.MIXED_RULES[("auc", "equal")] == "jacksum" and I.MIXED_RULES[("auc", "overlap")] == "both"
     for crit in ("heldout", "fit"):
@@ -302,9 +305,10 @@ def test_readme_quotes_the_deleted_outcome():
                  and all(rsd.passes(t[cls]["rules"][r], rsd.BANDS["confirm"])[0] for t in (tc, tb))}
     assert confirmed == {"E"}
     # E: (auc, equal), adopted by this plan, reverted after a fifth pool (pool E) failed its key
-    # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md)
+    # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md),
+    # reverted after a sixth (real_shadows_sixth_plan.md)
     assert I.MIXED_RULES[("auc", "equal")] == "jacksum"
-    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "delete4_halves"
+    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "jacksum"
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -353,9 +357,9 @@ def test_readme_quotes_the_deleted_outcome():
     # fewer than 100 draws: the rules named are the fallbacks the intervals use
     assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
     assert I.rules_for(8, 50)[("auc", "common")] == "jacksum" == I.rules_for(8, 99)[("auc", "common")]
-    assert I.rules_for(8, 100)[("auc", "common")] == "delete4_halves"
-    # the rule list names it at 8 pairs, not at another count (its fallback there)
-    assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
+    # since the sixth pool (real_shadows_sixth_plan.md) no rule names it at any count
+    assert I.rules_for(8, 100)[("auc", "common")] == "jacksum"
+    assert "(`delete4_halves`)" not in text
     # the simulation check (reported): the equal-epoch generator, seed 32
     import json
     sim = json.loads((ROOT / "results/coverage_deleted_seed32.json").read_text())["table"]
@@ -368,18 +372,21 @@ def test_readme_quotes_the_deleted_outcome():
     assert jss == js32 and d4s["runs"] == 500 and d4s["mean_width"] < d4["mean_width"]
     assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
             f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
-    # the report quotes the form the pipeline computes
-    assert f"at equal epochs only {d4s['coverage']:.3f}, so a run on another dataset" in text
+    # the report says the rule is out of use, and why (the sixth pool)
+    assert "until a sixth, fresh pool failed it" in text and "real_shadows_sixth_plan.md" in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
-def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_epochs_with_jacksum():
-    """The attack stage's bootstrap at 8 pairs: with 100 draws on the default recipe it draws
-    the delete-4 and halves rows (the common point's rule reads them) and records
-    delete4_halves for AUC at the common point; with 20 draws or another recipe neither row
-    is drawn and the fallback, jacksum, is recorded; all samples' AUC difference at equal
-    epochs is jacksum's, 1.96 sqrt(V_j + V_s), whatever the rows (the rule reverted by
-    bench/results/real_shadows_keypooled_plan.md)."""
+def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_epochs_with_jacksum(
+        monkeypatch):
+    """The attack stage's bootstrap at 8 pairs: under today's rules (no real-shadow rule since
+    the sixth pool) it draws no delete-4 or halves rows and records jacksum at the common
+    point; with delete4_halves named for the common point, with 100 draws on the default
+    recipe it draws those rows and records delete4_halves; with 20 draws or another recipe
+    neither row is drawn and the fallback, jacksum, is recorded; all samples' AUC difference
+    at equal epochs is jacksum's, 1.96 sqrt(V_j + V_s), whatever the rows (the rule reverted
+    by bench/results/real_shadows_keypooled_plan.md)."""
+    from bnmem.attack import intervals as I
     from bnmem.attack.stage import _resampled
     from bnmem.attack.intervals import variance_from_sd
     from bnmem.core.config import config_from_dict
@@ -388,8 +395,12 @@ def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_e
     m, n = 16, 600
     kind = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
     keep = keep_matrix(m, n, 0)
-    for draws, rule, arch in ((100, "delete4_halves", "lenet"), (20, "jacksum", "lenet"),
-                              (100, "jacksum", "resnet")):  # another recipe: no rows, jacksum
+    cases = ((None, 100, "jacksum", "lenet"),  # today's rules
+             ("delete4_halves", 100, "delete4_halves", "lenet"), ("delete4_halves", 20, "jacksum", "lenet"),
+             ("delete4_halves", 100, "jacksum", "resnet"))  # another recipe: no rows, jacksum
+    for named, draws, rule, arch in cases:
+        if named:
+            monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), named)
         cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n, "arch": arch,
                                 "shadow": {"n_models": m, "budgets": [], "workers": 1},
                                 "attack": {"model_bootstrap": draws}})
@@ -411,16 +422,16 @@ def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_e
             assert eq[f]["hi"] - eq[f]["value"] == pytest.approx(1.96 * np.sqrt(v["jackknife"] + v["samples"]))
 
 
-def test_the_default_runs_common_point_reads_the_delete4_rule():
-    """On the committed default run (results/membership.json, dvc repro of this code): every
-    comparison's all-sample AUC difference at the common point of matched held-out accuracy
-    and of matched fit is 1.96 sqrt(V_4 + max(V_h, 0)) from its recorded SDs and records
-    delete4_halves; the loss and gap criteria and the clean samples' AUC keep jacksum, the
-    overlap both, equal budgets jacksum."""
+def test_the_default_runs_common_point_reads_jacksum():
+    """On the committed default run (results/membership.json, dvc repro of this code), since
+    the sixth pool reverted delete4_halves: every comparison's AUC difference at a common
+    point is 1.96 sqrt(V_j + V_s) from its recorded SDs and records jacksum, and no delete-4
+    or halves rows were drawn; the overlap reads both, equal budgets jacksum."""
     import json
     from bnmem.attack.intervals import variance_from_sd
     m = json.loads((ROOT / "results/membership.json").read_text())
-    assert m["rules"]["auc@common"] == "delete4_halves" and m["rules"]["auc@equal"] == "jacksum"
+    assert m["rules"]["auc@common"] == "jacksum" and m["rules"]["auc@equal"] == "jacksum"
+    assert "delete4" not in m["segments"] and "halves" not in m["segments"]
     n = 0
     for comp, x in m["frontier"]["compare"].items():
         for crit, c in x["criteria"].items():
@@ -431,13 +442,9 @@ def test_the_default_runs_common_point_reads_the_delete4_rule():
                 if at["value"] is None or at["hi"] is None:
                     continue
                 v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
-                if f == "auc_all" and crit in ("heldout", "fit"):
-                    assert at["rule"] == "delete4_halves", (comp, crit)
-                    want = v["delete4"] + max(v["halves"], 0.0)
-                    n += 1
-                else:
-                    assert at["rule"] == "jacksum", (comp, crit, f)
-                    want = v["jackknife"] + v["samples"]
+                assert at["rule"] == "jacksum", (comp, crit, f)
+                want = v["jackknife"] + v["samples"]
+                n += f == "auc_all" and crit in ("heldout", "fit")
                 assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
                 if fig["overlap"].get("hi") is not None:  # the gap criterion has no overlap
                     assert fig["overlap"]["rule"] == "both", (comp, crit, f)

@@ -97,15 +97,19 @@ def test_frontier_reads_are_tagged_with_their_read():
 REAL = {"halves": "lean", "delete4": "lean"}  # delete4_halves reads all samples' AUC alone
 
 
+D4 = {("auc", "common"): "delete4_halves"}  # the real-shadow rule (in use until the sixth pool)
+
+
 @pytest.mark.parametrize("change, level", [
-    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
+    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
+    (D4, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
     ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read; no delete-4 rule left
      {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints"}),
-    ({("auc", "equal"): "both"},  # auc_identity@equal is the per-epoch curve's last epoch
+    ({("auc", "equal"): "both", **D4},  # auc_identity@equal is the per-epoch curve's last epoch
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
-    ({("mem", "one"): "both"},  # the per-epoch curve reads it
+    ({("mem", "one"): "both", **D4},  # the per-epoch curve reads it
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
-    ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum"},  # TPR alone: no curve, no subset
+    ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum", **D4},  # TPR alone: no curve, no subset
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean", **REAL}),
     ({("auc", "overlap"): "jacksum", ("auc", "common"): "jacksum"},  # no joint, halves or delete-4 rule
      {"jackknife": "full", "samples": "full", "pairs": "lean"}),

@@ -23,5 +23,5 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     six = {cls: K.pooled_cell(list(pools.values()), cls) for cls in (S.DECIDED, *S.REPORTED)}
     dec = S.decide(per_pool, six)
     text = S.markdown(per_pool, six, dec, S.headline(pools))
-    assert text == (ROOT / "bench" / "results" / "real_shadows_sixth.md").read_text()
+    assert text + "\n" == (ROOT / "bench" / "results" / "real_shadows_sixth.md").read_text()
     assert (I.MIXED_RULES[("auc", "common")] == "delete4_halves") == dec["stays"]

@@ -90,13 +90,12 @@ class IntervalPlan:
       bench/results/matched_rules_plan.md, which also says why pairs_t at the common point,
       confirmed too, is not used). At 32 pairs (the full-scale run's) TPR at 1e-3 under
       pairs_t covers only 0.900-0.938 (bench/results/tpr32_rules_seed28.md, seed29.md;
-      no other rule was confirmed there); TPR at 1e-4 is not simulated. At 8 pairs with
-      at least 100 draws on the default recipe, the all-sample AUC difference at the
-      common point of matched held-out accuracy and of matched fit takes delete4_halves
-      instead (DELETED_STUDIED; the other AUC figures of that read keep jacksum,
-      HALVES_FALLBACK; calibrated on real shadows, where jacksum over-covers:
-      bench/results/real_shadows_keypooled_plan.md). `mixed` draws the jackknife,
-      samples-only, pairs-only, joint, halves and delete-4 rows, so every procedure can be read back from its
+      no other rule was confirmed there); TPR at 1e-4 is not simulated. No real-shadow
+      rule is in use: delete4_halves, adopted for the all-sample AUC difference at the
+      common point of matched held-out accuracy and of matched fit on five pools
+      (bench/results/real_shadows_keypooled_plan.md), was reverted to jacksum by a sixth
+      (bench/results/real_shadows_sixth_plan.md). `mixed` draws the jackknife,
+      samples-only, pairs-only and joint rows, so every procedure can be read back from its
       recorded SDs where a row computes the figure (design_levels);
     - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
     - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
@@ -301,12 +300,13 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # pairs' variance about twofold (cause not established; the ratio falls smoothly with the
 # number deleted, 1.3-1.4 at 4 of 8) and V_s is mostly model-by-sample interaction;
 # neither twoway nor the halves' rules qualified (bench/results/real_shadows_plan.md,
-# real_shadows_halves_plan.md). At 8 pairs, all samples' AUC difference at the common point
-# of matched held-out accuracy or fit (DELETED_STUDIED) takes delete4_halves (the delete-4
-# jackknife plus the halves' samples' part): pre-registered on five real-shadow pools,
-# gates fixed before the fifth (pool E) was read, passed on pool E alone and per key over
-# the five (bench/results/real_shadows_keypooled_plan.md; 0.942 on pool E, 0.952 over the
-# five, lowest key 0.937). The same plan reverted AUC at equal epochs or budgets to
+# real_shadows_halves_plan.md). All samples' AUC difference at the common point of matched
+# held-out accuracy or fit (DELETED_STUDIED) took delete4_halves (the delete-4 jackknife
+# plus the halves' samples' part) from the keypooled plan (pre-registered on five
+# real-shadow pools: 0.942 on pool E, 0.952 over the five, lowest key 0.937) until a sixth,
+# fresh pool failed it (bench/results/real_shadows_sixth_plan.md: 0.922 where V_h's floor
+# binds on pool F, under 0.93; 0.951 over six pools): it is back on jacksum, which
+# over-covers there (0.990 / 0.995). The keypooled plan reverted AUC at equal epochs or budgets to
 # jacksum: its delete4_halves (adopted on pools A, C, B, kept on D) failed pool E's key
 # floor (lowest key 0.906 < 0.91); over the overlap the rule failed it too (0.907): `both`
 # stays. It is an empirical rule, not a consistent variance: V_4 still overstates the
@@ -319,7 +319,7 @@ MIXED_RULES: dict[tuple[str, str], str] = {
     **{("tpr", read): "pairs_t" for read in ("one", "equal", "common", "overlap")},
     ("auc", "overlap"): "both",
     ("auc", "equal"): "jacksum",
-    ("auc", "common"): "delete4_halves",
+    ("auc", "common"): "jacksum",
 }
 READS = ("one", "equal", "common", "overlap")
 # TPR at low FPR with more pairs than its rule was simulated at (8): pairs_t under-covers at
