@@ -342,7 +342,8 @@ def test_the_rules_in_use_on_pool_e():
     a4 = t["A"]["rules"]["D4"]
     assert (f"jacksum covers {cov['E']['coverage']:.3f} for AUC at equal budgets at "
             f"{cov['E']['width_calibrated']:.2f}× the calibrated width, {cov['A']['coverage']:.3f} "
-            f"at the common point (the fallback; D4 there {a4['coverage']:.3f} at "
+            f"at the common point (the fallback then, the rule since the sixth pool; D4 there "
+            f"{a4['coverage']:.3f} at "
             f"{a4['width_calibrated']:.2f}×), `both` {cov['B']['coverage']:.3f} over the overlap, "
             f"jacksum {cov['C']['coverage']:.3f} and {cov['F']['coverage']:.3f} for memorization at "
             f"matched utility and at equal budgets, `pairs_t` {cov['D']['coverage']:.3f} and "

@@ -312,7 +312,8 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # stays. It is an empirical rule, not a consistent variance: V_4 still overstates the
 # pairs' variance about 1.2-1.3x there, which at 1.96 makes up for V_4's noise (7 pairs'
 # degrees of freedom); where V_4 is unbiased (memorization; the simulator) the same rule
-# covers about 0.91-0.92. HALVES_FALLBACK holds the rule replaced.
+# covers about 0.91-0.92. HALVES_FALLBACK holds the rule each real-shadow rule replaces
+# where it is named (today none is).
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},

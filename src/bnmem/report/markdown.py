@@ -65,7 +65,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "matched fit took `delete4_halves` from five pools of real shadows (0.952 over the five "
     "per key) until a sixth, fresh pool failed it (0.922 where its samples' part is floored, "
     "against 0.93: `bench/results/real_shadows_sixth_plan.md`): it is back on jacksum, which "
-    "covers 0.990 / 0.995 there, so those intervals are conservative (about 1.4 times as "
+    "covers 0.990 / 0.995 there, so those intervals are conservative (1.53 / 1.57 times as "
     "wide as a calibrated one). Not simulated, "
     "and given their family's "
     "rule for the read: AUC on "
