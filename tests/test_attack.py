@@ -448,13 +448,16 @@ def test_attack_stage_end_to_end(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t():
+def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t(monkeypatch):
     """The stage's models+samples bootstrap under `mixed`: AUC from the jackknife and
     samples-only rows (± 1.96 sd), TPR at 1e-3 from the pairs-only rows, which skip the
-    per-epoch figures (± t(P - 1) sd)."""
+    per-epoch figures (± t(P - 1) sd). With a real-shadow rule named for the common point
+    (delete4_halves, in use until the sixth pool) 20 draws still draw none of its rows."""
     from scipy import stats
 
+    from bnmem.attack import intervals
     from bnmem.attack.stage import _resampled
+    monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), "delete4_halves")
     from bnmem.core.config import config_from_dict
     rng = np.random.default_rng(11)
     m, n = 16, 1400  # 11 200 negative pairs: TPR at 1e-3 supported
@@ -474,6 +477,7 @@ def test_mixed_reads_tpr_from_the_pairs_only_rows_with_t():
     # needs, so no halves or delete-4 rows are drawn and all samples' AUC at equal epochs
     # falls back to jacksum (and its record says so)
     assert set(mem["segments"]) == {"jackknife", "samples", "pairs", "both"}
+    assert mem["rules"]["auc@common"] == "jacksum"  # the named rule's fallback at 20 draws
     assert mem["compare"]["batchnorm_minus_none"]["equal_epochs"]["auc_all"]["rule"] == "jacksum"
     row = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
     t = stats.t.ppf(0.975, m // 2 - 1)
