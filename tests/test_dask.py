@@ -357,7 +357,12 @@ def test_last_eligible_worker_lost_mid_run_is_one_line_not_a_hang(work):
             cluster.stop()
     errors = [line for line in log.read_text().splitlines() if line.startswith("bnmem ")]
     assert proc.returncode == 3 and len(errors) == 1, log.read_text()[-2000:]
-    assert "shadow.resources: no worker has {'GPU': 1.0}" in errors[0], errors
+    # which line comes first is a race: the stage's look at the workers (no one left with the
+    # GPU), or the scheduler cancelling the chunks because the dead worker held the pool's
+    # only copy (a clean-clone CI run at 0e5a8c7 got the second); both are one line, no hang
+    assert ("shadow.resources: no worker has {'GPU': 1.0}" in errors[0]
+            or "cancelled the chunks (the scheduler went away, or lost the pool with its "
+               "workers)" in errors[0]), errors
     assert "rerun to resume" in errors[0] and not out.exists()
 
 
