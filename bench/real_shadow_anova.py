@@ -197,7 +197,7 @@ def records(d: dict, key: str, rule: str, ts_scale: float = 1.0) -> tuple:
     calibrated)."""
     comp = R.truth_parts(d, key)
     h = half_width(d, key, rule)
-    p, _, hh, ok = H.covered_runs(d, d["hcov"][key][:, 0], h, comp, ts_scale)
+    p, _, _, ok = H.covered_runs(d, d["hcov"][key][:, 0], h, comp, ts_scale)
     full = np.full(ok.size, np.nan)
     full[ok] = p
     return full, d["an"][key][:, 1] < 0, h / (H.Z * np.sqrt(comp["t_p"] + comp["t_s"])), comp

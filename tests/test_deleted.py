@@ -280,6 +280,19 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on(monkeypatch):
     assert I.family("in_acc_flipped/fit") == "mem" and I.family("auc_all/loss") == "auc"
 
 
+def test_fewer_draws_read_the_fallback(monkeypatch):
+    """With a real-shadow rule named, a run of fewer than 100 draws (under 50 shared
+    reweightings) reads and names the rule it replaced, and one of 100 reads the rule (no
+    rule is named today, so this runs with one named: without it the check could not fail)."""
+    from bnmem.attack import intervals as I
+    from bnmem.report.markdown import _procedure_text
+    monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), "delete4_halves")
+    assert I.rules_for(8, 50)[("auc", "common")] == "jacksum" == I.rules_for(8, 99)[("auc", "common")]
+    assert I.rules_for(8, 100)[("auc", "common")] == "delete4_halves"
+    assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
+    assert "(`delete4_halves`)" in _procedure_text("mixed", 100, 8)
+
+
 def _pools(v4: str = "stored"):
     out = {}
     for name, seed, n in (("A", 0, 200), ("C", 2, 200), ("B", 1, 100)):
@@ -354,10 +367,8 @@ def test_readme_quotes_the_deleted_outcome():
     text = " ".join(_procedure_text("mixed", 100, 8).split())
     assert (f"jacksum covers it {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} (two pools of 128 "
             "pairs") in text
-    # fewer than 100 draws: the rules named are the fallbacks the intervals use
-    assert "(`delete4_halves`)" not in _procedure_text("mixed", 50, 8)
-    assert I.rules_for(8, 50)[("auc", "common")] == "jacksum" == I.rules_for(8, 99)[("auc", "common")]
-    # since the sixth pool (real_shadows_sixth_plan.md) no rule names it at any count
+    # since the sixth pool (real_shadows_sixth_plan.md) no rule names it at any count (the
+    # fallback at fewer draws: test_fewer_draws_read_the_fallback, with the rule named)
     assert I.rules_for(8, 100)[("auc", "common")] == "jacksum"
     assert "(`delete4_halves`)" not in text
     # the simulation check (reported): the equal-epoch generator, seed 32

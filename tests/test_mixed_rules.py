@@ -36,11 +36,19 @@ def test_the_studys_candidates_are_the_pipelines_procedures(rule):
     assert hi[0] - draws[0] != pytest.approx(other[1] - draws[0], rel=1e-4)  # it can fail
 
 
-def test_mixed_reads_every_family_and_read_from_its_rule():
+@pytest.mark.parametrize("named", [None, "delete4_halves"])
+def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
+    """Each (family, read) reads its rule; with a delete-d rule named (none is today) the
+    figures it was not studied on read its fallback and the one it was studied on reads it."""
+    from bnmem.attack import intervals
+    if named:
+        monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), named)
     draws = np.r_[_draws(8), 0.02 + np.random.default_rng(18).normal(0, 0.004, 128)]
     SEGMENTS = {**globals()["SEGMENTS"], "halves": (309, 409), "delete4": (409, 437)}
     mixed = IntervalPlan("mixed", 8, {d: SEGMENTS[d] for d in designs("mixed")})
-    for fig, fam in (("auc_all", "auc"), ("auc_clean", "auc"), ("fz_ood", "mem"),
+    seen = set()
+    for fig, fam in (("auc_all", "auc"), ("auc_clean", "auc"), ("auc_all/heldout", "auc"),
+                     ("fz_ood", "mem"),
                      ("in_acc_flipped", "mem"), ("tpr_low_all", "tpr"), ("tpr_vlow_all", "tpr"),
                      ("out_acc_clean", "other"), ("gen_gap", "other")):
         assert family(fig) == fam
@@ -50,8 +58,14 @@ def test_mixed_reads_every_family_and_read_from_its_rule():
                 proc = HALVES_FALLBACK[(fam, read)]
             tagged = fig if read == "one" else f"{fig}@{read}"
             assert mixed_procedure(tagged) == proc
+            seen.add(proc)
             ref = IntervalPlan(proc, 8, {d: SEGMENTS[d] for d in designs(proc)})
             assert mixed.ci(0.02, draws, tagged) == ref.ci(0.02, draws, "x")
+    # the named rule is read where it was studied (and only there: the loop above)
+    assert (named in seen) if named else not seen & set(DELETED_PROCEDURES)
+    if named:
+        assert mixed_procedure("auc_all/heldout@common") == named
+        assert mixed_procedure("auc_all@common") == HALVES_FALLBACK[("auc", "common")]
     with pytest.raises(ValueError, match="auc_all@matched"):
         mixed_procedure("auc_all@matched")
 
@@ -231,12 +245,16 @@ def test_tpr_rule_above_the_simulated_pair_count(monkeypatch, rule):
     every other family keeps its rule, and an interval at 32 pairs is that rule's."""
     from bnmem.attack import intervals
     monkeypatch.setattr(intervals, "TPR_RULE_MANY_PAIRS", rule)
+    # a real-shadow rule named (none is today) so that its 8-pairs-only reading can fail
+    monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), "delete4_halves")
+    assert intervals.mixed_procedure("auc_all/heldout@common", 8) == "delete4_halves"
     assert intervals.mixed_procedure("tpr_low_all", 8) == MIXED_RULES[("tpr", "one")]
     assert intervals.mixed_procedure("tpr_low_all") == MIXED_RULES[("tpr", "one")]
     for read in READS:
         assert intervals.mixed_procedure(f"tpr_vlow_all@{read}", 32) == rule
-        assert intervals.mixed_procedure(f"auc_all@{read}", 32) == intervals.HALVES_FALLBACK.get(
-            ("auc", read), MIXED_RULES[("auc", read)])  # the real-shadow rules: 8 pairs only
+        assert intervals.mixed_procedure(f"auc_all/heldout@{read}", 32) == (
+            intervals.HALVES_FALLBACK.get(("auc", read), MIXED_RULES[("auc", read)])
+            )  # the real-shadow rules: 8 pairs only
     var = {"pairs": 4.0, "samples": 1.0, "both": 3.0, "jackknife": 5.0}
     seg = {d: (0, 1) for d in designs(rule)}
     got = IntervalPlan("mixed", 32, seg).ci_from(0.5, var, "tpr_low_all")
