@@ -192,8 +192,8 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
             except (TimeoutError, distributed.TimeoutError):
                 done = set()
             except (OSError, CancelledError) as exc:
-                raise ClusterError(_lost(_what_went(client, address), exc, saved,
-                                         len(chunks), parts)) from None
+                raise ClusterError(_unmet(client, want, saved, len(chunks), parts) or _lost(
+                    _what_went(client, address), exc, saved, len(chunks), parts)) from None
             if not done:
                 try:
                     workers = client.scheduler_info()["workers"]
@@ -208,10 +208,10 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
             for future in done:
                 chunk = where[future.key]
                 if future.cancelled():
-                    raise ClusterError(
+                    raise ClusterError(_unmet(client, want, saved, len(chunks), parts) or (
                         f"dask scheduler {address} went away (models {chunk} cancelled): "
                         f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
-                        "rerun to resume")
+                        "rerun to resume"))
                 if future.status == "error":
                     raise ClusterError(
                         f"dask task for models {chunk} failed after shadow.retries="
@@ -258,6 +258,23 @@ def no_worker_line(want: dict, workers: dict) -> str:
     have = {a: w.get("resources", {}) for a, w in workers.items()}
     return (f"shadow.resources: no worker has {want} (workers have {have}); start workers "
             "with e.g. `dask worker ... --resources GPU=1`")
+
+
+def _unmet(client, want: dict, saved: int, n: int, parts: Path) -> str | None:
+    """When the scheduler cancels the chunks but is still there, the cause may be that no
+    worker left can run them (the only worker with the resources died holding data they
+    needed): that line says what to do. None where the scheduler cannot be asked or some
+    worker can run them (the caller's line stands)."""
+    if not want or client.status != "running":
+        return None
+    try:
+        workers = client.scheduler_info()["workers"]
+    except Exception:  # noqa: BLE001 (gone as well: the caller's line)
+        return None
+    if eligible(workers, want):
+        return None
+    return (no_worker_line(want, workers) + f" (the scheduler cancelled the chunks; {saved} "
+            f"of {n} chunks saved in {parts}; rerun to resume)")
 
 
 def _what_went(client, address: str) -> str:
