@@ -134,13 +134,13 @@ def load_cells(path: Path) -> tuple[dict, dict]:
                   **{k: np.array([u[k] for u in units], float) for k in keys}}
 
 
-def load_pool(label: str, seed: int, subsets: int) -> dict:
-    """One pool: the truth from its main store, V_j from its halves store (pool F: jackknife
-    store) as "hcov" [point, V_h or nan, V_j], B-hat's records as "an"; checks that both
-    stores hold the same subsets and points."""
+def load_pool(label: str, seed: int, subsets: int, jackknife: bool | None = None) -> dict:
+    """One pool: the truth from its main store, V_j from its halves store (`jackknife`, by
+    default pool F: its jackknife store) as "hcov" [point, V_h or nan, V_j], B-hat's records
+    as "an"; checks that both stores hold the same subsets and points."""
     res = ROOT / "results"
     main = res / f"real_shadows_seed{seed}.jsonl"
-    if label == FRESH[0]:
+    if label == FRESH[0] if jackknife is None else jackknife:
         units = {i: v for (_, i), v in R.store_units(res / f"real_shadows_jackknife_seed{seed}.jsonl").items()}
         if sorted(units)[:subsets] != list(range(subsets)):
             raise SystemExit(f"pool {label}: the jackknife store lacks the first {subsets} subsets")

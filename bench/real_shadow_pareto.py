@@ -1,0 +1,441 @@
+"""The analysis of bench/results/real_shadows_pareto_plan.md (fixed before any of its figures):
+memorization at the common point of matched held-out accuracy or fit read as the minimum it
+is. Each arm's Pareto value there is the least memorization over its candidates (endpoints
+at or above the level, crossings of the level by its segments), so a - b = min_ca max_cb
+D_{ca,cb} with D = A_ca - B_cb, and [min_ca max_cb (D - h), min_ca max_cb (D + h)] covers it
+where every pair's interval covers its own D (rules PJ: jacksum per pair, PA: ANs per pair).
+
+Two steps:
+
+    # per pool: every candidate pair's point, V_j, V_S and B-hat for the coverage subsets
+    python bench/real_shadow_pareto.py cells --pool-dir /work/realpool0 --seed 0 --subsets 200 \\
+        --out results/real_shadows_pareto_seed0.jsonl
+    # the plan's checks and decision from the committed stores
+    python bench/real_shadow_pareto.py decide --out bench/results/real_shadows_pareto.md
+
+The truth (mu, T_p, T_s) comes from each pool's main store, V_j and the subsets' pairs from
+its halves store (pools F and G: the jackknife store), V_S from its anova store
+(bench/real_shadow_anova.py), as in that plan.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+import bnmem  # noqa: E402,F401
+import lscpu  # noqa: E402
+import real_shadow_anova as RA  # noqa: E402
+import real_shadow_coverage as C  # noqa: E402
+import real_shadow_halves as H  # noqa: E402
+import real_shadow_rules as R  # noqa: E402
+
+from bnmem.attack import anova  # noqa: E402
+from bnmem.attack.frontier import CRITERIA, _pareto_candidates, draw_compare  # noqa: E402
+from bnmem.attack.stage import comparison_pairs  # noqa: E402
+from bnmem.core.kinds import KINDS  # noqa: E402
+
+SELECT = RA.POOLS + (RA.FRESH,)  # A-F, weighted equally per key
+CONFIRM = ("G", 7, 200)
+JACKKNIFE_STORES = ("F", "G")  # pools whose V_j comes from a jackknife store, not halves
+# read: (criterion, figure); draw_compare's key is the figure (the common point)
+READS = {"fz_flipped_matched": ("heldout", "fz_flipped"), "fz_ood_matched": ("heldout", "fz_ood"),
+         "fz_flipped_fit": ("fit", "fz_flipped"), "fz_ood_fit": ("fit", "fz_ood")}
+RULES = ("PA", "PJ")  # the plan's tie order
+REPORTED = ("JS",)
+NAME = {"PA": "PA (ANs per candidate pair)", "PJ": "PJ (jacksum per candidate pair)",
+        "JS": "jacksum (in use; V_j + V_S)"}
+SELECT_BAND, BAND = (0.935, 0.965), (0.93, 0.97)
+SELECT_FLOORS, CONFIRM_FLOORS = (0.93, 0.92), (0.91, 0.90)
+MIN_BOUND = 50
+# a candidate pair: [source a, source b, D, V_j, V_S, B, then (b_k, n_k) per kind in KINDS order]
+PAIR_FIELDS = ("src_a", "src_b", "d", "v_j", "v_s", "b") + tuple(
+    f"{x}_{k}" for k in KINDS for x in ("b", "n"))
+
+
+# ---- the candidates as smooth functions of the endpoint means ------------------------------
+
+def candidate_value(u: np.ndarray, y: np.ndarray, level: float, src: float) -> float:
+    """Candidate `src` of the polyline through (u, y) at `level`: endpoint i's y, or segment
+    (i, i + 1)'s line at the level (also where it no longer crosses it: a smooth function)."""
+    i = int(src)
+    if src == i:
+        return float(y[i])
+    return float(y[i] + (level - u[i]) / (u[i + 1] - u[i]) * (y[i + 1] - y[i]))
+
+
+def _inputs(k_end: int, util: str, fig: str) -> list[tuple[int, int, str]]:
+    return [(side, e, f) for side in (0, 1) for e in range(k_end) for f in (util, fig)]
+
+
+def _split(x: np.ndarray, k_end: int) -> tuple[np.ndarray, ...]:
+    """(u_a, y_a, u_b, y_b) from a vector laid out as _inputs."""
+    v = np.asarray(x, float).reshape(2, k_end, 2)
+    return v[0, :, 0], v[0, :, 1], v[1, :, 0], v[1, :, 1]
+
+
+def pair_function(k_end: int, sa: float, sb: float):
+    """D_{sa,sb} as a function of the endpoint means (layout _inputs)."""
+    def f(x: np.ndarray) -> float:
+        ua, ya, ub, yb = _split(x, k_end)
+        level = min(ua.max(), ub.max())
+        return candidate_value(ua, ya, level, sa) - candidate_value(ub, yb, level, sb)
+    return f
+
+
+def interval(pairs: np.ndarray, half: np.ndarray) -> tuple[float, float, float]:
+    """(point, L, U) = min_ca max_cb of D, D - h, D + h over a run's candidate pairs
+    (rows [src_a, src_b, D, ...], half-widths `half`)."""
+    sa = pairs[:, 0]
+    out = []
+    for val in (pairs[:, 2], pairs[:, 2] - half, pairs[:, 2] + half):
+        out.append(min(val[sa == a].max() for a in np.unique(sa)))
+    return tuple(out)
+
+
+# ---- step 1: per pool, every candidate pair of every subset --------------------------------
+
+def _means(cells: list[dict], names: tuple[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per endpoint and name: the mean over pairs and the mask's samples [E, 2], and the
+    delete-one-pair means [P, E, 2]."""
+    full, dele = [], []
+    for e in cells:
+        fm, dm = [], []
+        for name in names:
+            c, m = e[name]
+            s = c[:, m].sum(axis=1)  # per pair
+            n, p = int(m.sum()), c.shape[0]
+            fm.append(s.sum() / (p * n) if n else np.nan)
+            dm.append((s.sum() - s) / ((p - 1) * n) if n else np.full(p, np.nan))
+        full.append(fm)
+        dele.append(np.array(dm).T)
+    return np.array(full), np.stack(dele, axis=1)
+
+
+def subset_record(pairs: np.ndarray) -> dict:
+    """{comparison/read: {"point", "chosen": [sa, sb], "pairs": [PAIR_FIELDS rows]}}."""
+    kind = C._DATA["kind"]
+    cells, out = RA._cells(pairs), {"pairs": pairs.tolist()}
+    k_end = len(cells["none"])
+    for a, b in comparison_pairs(C.ARMS):
+        for read, (crit, fig) in READS.items():
+            util = CRITERIA[crit][0]
+            fa, da = _means(cells[a], (util, fig))
+            fb, db = _means(cells[b], (util, fig))
+            x0 = np.stack([fa, fb]).ravel()
+            xd = np.stack([da, db], axis=1).reshape(da.shape[0], -1)  # [P, inputs]
+            ends = [[{util: r[0], fig: r[1]} for r in side] for side in (fa, fb)]
+            ref = draw_compare(ends[0], ends[1], crit, (fig,))
+            ua, ya, ub, yb = _split(x0, k_end)
+            level = min(ua.max(), ub.max())
+            ca, cb = _pareto_candidates(ua, ya, level), _pareto_candidates(ub, yb, level)
+            key = f"{a}_minus_{b}/{read}"
+            if not (ca and cb and np.isfinite(ref[fig])):
+                out[key] = {"point": float(ref[fig]), "chosen": None, "pairs": []}
+                continue
+            inputs = _inputs(k_end, util, fig)
+            sides = (cells[a], cells[b])
+            rows = []
+            for _, sa in ca:
+                for _, sb in cb:
+                    f = pair_function(k_end, sa, sb)
+                    dj = np.array([f(x) for x in xd])
+                    p = dj.size
+                    v_j = float((p - 1) / p * ((dj - dj.mean()) ** 2).sum())
+                    g = anova.gradient(f, x0)
+                    terms = [(gj, *sides[s][e][name]) for gj, (s, e, name) in zip(g, inputs)]
+                    r = anova.samples_part(anova.linear_cells(terms), kind)
+                    strata = [x for code in KINDS.values() for x in r["strata"].get(code, (np.nan, 0))]
+                    rows.append([sa, sb, f(x0), v_j, r["v_s"], r["b"], *strata])
+            out[key] = {"point": float(ref[fig]), "chosen": list(ref[f"{fig}_source"]), "pairs": rows}
+    return out
+
+
+def cells_main(a: argparse.Namespace) -> None:
+    t0 = time.time()
+    C._DATA.update(C.load(a.pool_dir))
+    n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
+    fp = C.fingerprint(a.pool_dir)
+    with open(a.out, "w") as fh:
+        fh.write(json.dumps({"pool": fp, "seed": a.seed, "n_pairs": n_pairs}) + "\n")
+        for u in range(a.subsets):
+            rec = subset_record(C.subset_pairs(a.seed, u, n_pairs))
+            fh.write(json.dumps({"unit": u, **rec}) + "\n")
+    meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
+            "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv), "units": a.subsets}
+    Path(a.out).with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(json.dumps(meta, indent=2))
+
+
+# ---- step 2: checks, coverage and the plan's decision --------------------------------------
+
+def load(label: str, seed: int, subsets: int) -> dict:
+    """A pool as real_shadow_anova.load_pool reads it, plus "pm": {key: [per subset record]}
+    from its per-candidate store (same pool, same subsets)."""
+    d = RA.load_pool(label, seed, subsets, jackknife=label in JACKKNIFE_STORES)
+    path = ROOT / "results" / f"real_shadows_pareto_seed{seed}.jsonl"
+    lines = path.read_text().splitlines()
+    head = json.loads(lines[0])
+    units = [json.loads(x) for x in lines[1:1 + subsets]]
+    fp = json.loads((ROOT / "results" / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]
+    if head["pool"] != fp or len(units) < subsets:
+        raise SystemExit(f"pool {label}: {path} is not the main store's pool or lacks subsets")
+    if [u["pairs"] for u in units] != RA.load_cells(ROOT / "results" / f"real_shadows_anova_seed{seed}.jsonl")[1]["pairs"][:subsets]:
+        raise SystemExit(f"pool {label}: the per-candidate store's subsets are not the anova store's")
+    d["pm"] = {f"{c}/{r}": [u[f"{c}/{r}"] for u in units] for c in R.COMPARISONS for r in READS}
+    return d
+
+
+def checks(d: dict) -> dict:
+    """The plan's machinery checks per pool: the point equals the store's (1e-12); the chosen
+    pair's V_S and B equal the anova store's (1e-6 relative); where no delete-one row changes
+    a source (the store's V_j equals the chosen pair's V_j within 1e-9 relative, or it does
+    not: counted), and the share of runs where it does."""
+    worst = {"point": 0.0, "v_s": 0.0, "b": 0.0}
+    vj_same = vj_n = 0
+    for key, recs in d["pm"].items():
+        store = d["hcov"][key]
+        an = d["an"][key]
+        for i, rec in enumerate(recs):
+            if rec["chosen"] is None:
+                continue
+            worst["point"] = max(worst["point"], abs(rec["point"] - store[i, 0]))
+            rows = np.array(rec["pairs"], float)
+            ch = rows[(rows[:, 0] == rec["chosen"][0]) & (rows[:, 1] == rec["chosen"][1])][0]
+            if abs(ch[2] - rec["point"]) > 1e-12:
+                raise SystemExit(f"pool {d['label']} {key} subset {i}: the chosen pair's D is not the point")
+            worst["v_s"] = max(worst["v_s"], abs(ch[4] - an[i, 2]) / max(abs(an[i, 2]), 1e-300))
+            worst["b"] = max(worst["b"], abs(ch[5] - an[i, 1]) / max(abs(an[i, 2]), 1e-300))
+            vj_n += 1
+            vj_same += abs(ch[3] - store[i, 2]) <= 1e-9 * max(abs(store[i, 2]), 1e-300)
+    return {**worst, "vj_same": vj_same, "records": vj_n}
+
+
+def half_widths(rows: np.ndarray, rule: str) -> np.ndarray:
+    if rule == "PJ":
+        return H.Z * np.sqrt(rows[:, 3] + rows[:, 4])
+    v = rows[:, 3] + np.maximum(rows[:, 5], 0.0)
+    q = [stats.t.ppf(0.975, anova.satterthwaite_df(
+        vi, r[3], {c: (r[6 + 2 * j], int(r[7 + 2 * j])) for j, c in enumerate(KINDS.values())},
+        R.PAIRS)) for vi, r in zip(v, rows)]
+    return np.array(q) * np.sqrt(v)
+
+
+def bounds(d: dict, key: str, rule: str) -> tuple[np.ndarray, ...]:
+    """Per subset (point, L, U, whether the minimum widened it, whether the chosen pair's B < 0);
+    JS: the store's V_j plus the anova store's V_S, symmetric."""
+    recs = d["pm"][key]
+    n = len(recs)
+    pt, lo, hi = (np.full(n, np.nan) for _ in range(3))
+    wid, neg = np.zeros(n, bool), np.zeros(n, bool)
+    for i, rec in enumerate(recs):
+        if rec["chosen"] is None:
+            continue
+        rows = np.array(rec["pairs"], float)
+        sel = (rows[:, 0] == rec["chosen"][0]) & (rows[:, 1] == rec["chosen"][1])
+        neg[i] = rows[sel][0, 5] < 0
+        if rule == "JS":
+            h = H.Z * np.sqrt(d["hcov"][key][i, 2] + d["an"][key][i, 2])
+            pt[i], lo[i], hi[i] = rec["point"], rec["point"] - h, rec["point"] + h
+            continue
+        h = half_widths(rows, rule)
+        pt[i], lo[i], hi[i] = interval(rows, h)
+        own = h[sel][0]
+        wid[i] = lo[i] < pt[i] - own - 1e-12 or hi[i] > pt[i] + own + 1e-12
+    return pt, lo, hi, wid, neg
+
+
+def records(d: dict, key: str, rule: str, ts_scale: float = 1.0) -> tuple:
+    """(P(covered) per subset (nan where undefined), widened, B < 0, width over calibrated)."""
+    comp = R.truth_parts(d, key)
+    pt, lo, hi, wid, neg = bounds(d, key, rule)
+    dev = (pt - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+    sd = np.sqrt(max(comp["t_s"] * ts_scale, 0.0))
+    lo_off, hi_off = pt - lo, hi - pt
+    p = stats.norm.cdf((lo_off - dev) / sd) - stats.norm.cdf((-hi_off - dev) / sd)
+    p[~np.isfinite(pt)] = np.nan
+    return p, wid, neg, (hi - lo) / (2 * H.Z * np.sqrt(comp["t_p"] + comp["t_s"]))
+
+
+def keys_of() -> list[str]:
+    return [f"{c}/{r}" for c in R.COMPARISONS for r in READS]
+
+
+def cell(pools: list[dict], rule: str, ts_scale: float = 1.0) -> dict:
+    """Over pools weighted equally per key: coverage, lowest / highest key, per pool, width
+    over the calibrated, and coverage by records where B < 0 / >= 0 and widened / not
+    (records weighted by 1 / their pool's subsets)."""
+    keys = keys_of()
+    recs = [[records(d, k, rule, ts_scale) for d in pools] for k in keys]
+    per_key = {k: float(np.mean([np.nanmean(r[0]) for r in rs])) for k, rs in zip(keys, recs)}
+    per_pool = {d["label"]: float(np.mean([np.nanmean(rs[i][0]) for rs in recs]))
+                for i, d in enumerate(pools)}
+
+    def part(j: int, which: bool) -> tuple[float, int]:
+        num = den = 0.0
+        n = 0
+        for rs in recs:
+            for r in rs:
+                f, m = r[0], np.isfinite(r[0]) & (r[j] == which)
+                num, den, n = num + f[m].sum() / f.size, den + m.sum() / f.size, n + int(m.sum())
+        return (num / den if den else np.nan), n
+
+    out = {"coverage": float(np.mean(list(per_key.values()))), "min": min(per_key.values()),
+           "max": max(per_key.values()), "per_key": per_key, "per_pool": per_pool,
+           "width_calibrated": float(np.mean([np.mean([np.nanmean(r[3]) for r in rs]) for rs in recs]))}
+    for name, j in (("widened", 1), ("bound", 2)):
+        (out[name], out[f"n_{name}"]), (out[f"not_{name}"], out[f"n_not_{name}"]) = part(j, True), part(j, False)
+    return out
+
+
+def tier1(c: dict, c15: dict, rule: str, band: tuple, floors: tuple, per_pool: bool) -> tuple[bool, str]:
+    why = []
+    if not band[0] <= c["coverage"] <= band[1]:
+        why.append(f"class {c['coverage']:.3f}")
+    if c["min"] < floors[0]:
+        why.append(f"lowest key {c['min']:.3f}")
+    if c15["min"] < floors[1]:
+        why.append(f"lowest key at T_s x 1.5 {c15['min']:.3f}")
+    if per_pool:
+        out = {p: v for p, v in c["per_pool"].items() if not BAND[0] <= v <= BAND[1]}
+        if out:
+            why.append("pools " + ", ".join(f"{p} {v:.3f}" for p, v in out.items()))
+    if rule == "PA":
+        if c["n_bound"] >= MIN_BOUND and not BAND[0] <= c["bound"] <= BAND[1]:
+            why.append(f"where B < 0 {c['bound']:.3f}")
+        if not BAND[0] <= c["not_bound"] <= BAND[1]:
+            why.append(f"where B >= 0 {c['not_bound']:.3f}")
+    return not why, "; ".join(why)
+
+
+def tier2_select(c: dict, c15: dict, js: dict) -> tuple[bool, str]:
+    why = []
+    if c["min"] < SELECT_FLOORS[0]:
+        why.append(f"lowest key {c['min']:.3f}")
+    if c15["min"] < SELECT_FLOORS[1]:
+        why.append(f"lowest key at T_s x 1.5 {c15['min']:.3f}")
+    if c["width_calibrated"] > js["width_calibrated"]:
+        why.append(f"wider than jacksum ({c['width_calibrated']:.3f} > {js['width_calibrated']:.3f})")
+    return not why, "; ".join(why)
+
+
+def tier2_confirm(c: dict, c15: dict) -> tuple[bool, str]:
+    why = []
+    if c["min"] < CONFIRM_FLOORS[0]:
+        why.append(f"lowest key {c['min']:.3f}")
+    if c15["min"] < CONFIRM_FLOORS[1]:
+        why.append(f"lowest key at T_s x 1.5 {c15['min']:.3f}")
+    return not why, "; ".join(why)
+
+
+def decide(pools: list[dict], fresh: dict | None) -> dict:
+    sel = {r: cell(pools, r) for r in RULES + REPORTED}
+    sel15 = {r: cell(pools, r, 1.5) for r in RULES + REPORTED}
+    t1 = {r: tier1(sel[r], sel15[r], r, SELECT_BAND, SELECT_FLOORS, True) for r in RULES}
+    ok = [r for r in RULES if t1[r][0]]
+    chosen = min(ok, key=lambda r: (sel[r]["width_calibrated"], RULES.index(r))) if ok else None
+    t2 = tier2_select(sel["PJ"], sel15["PJ"], sel["JS"])
+    out = {"select": sel, "select15": sel15, "tier1": t1, "chosen": chosen, "tier2": t2}
+    if fresh is not None:
+        fr = {r: cell([fresh], r) for r in RULES + REPORTED}
+        fr15 = {r: cell([fresh], r, 1.5) for r in RULES + REPORTED}
+        out.update(fresh=fr, fresh15=fr15)
+        out["confirm1"] = (tier1(fr[chosen], fr15[chosen], chosen, BAND, CONFIRM_FLOORS, False)
+                           if chosen else None)
+        out["confirm2"] = tier2_confirm(fr["PJ"], fr15["PJ"]) if t2[0] else None
+    return out
+
+
+def _row(name: str, c: dict, c15: dict) -> str:
+    return (f"| {name} | {c['coverage']:.3f} ({c['min']:.3f}-{c['max']:.3f}) | {c['width_calibrated']:.3f} "
+            f"| {c['widened']:.3f} ({c['n_widened']}) / {c['not_widened']:.3f} "
+            f"| {c['bound']:.3f} ({c['n_bound']}) / {c['not_bound']:.3f} | {c15['coverage']:.3f} ({c15['min']:.3f}) |")
+
+
+def markdown(t: dict, pools: list[dict], fresh: dict | None, chk: dict) -> str:
+    head = ("| rule | coverage (lowest-highest key) | width / calibrated | where the minimum widens "
+            "(records) / elsewhere | where the chosen pair's B < 0 (records) / >= 0 | T_s x 1.5: "
+            "coverage (lowest key) |")
+    L = ["# Real shadows: memorization at the common point read as the minimum it is", "",
+         "Plan: [real_shadows_pareto_plan.md](real_shadows_pareto_plan.md) (written before any of "
+         "these figures). `python bench/real_shadow_pareto.py decide --out "
+         "bench/results/real_shadows_pareto.md`. Keys: FZ flipped / OOD at the common point of "
+         "matched held-out accuracy and of matched fit, BN − none, reg − none, reg − BN (12). "
+         "Coverage of a fresh run: the run's interval [L, U] against its pairs' deviation plus "
+         "N(0, T_s).", "", "## Machinery checks", "",
+         "| pool | point vs store (max abs) | chosen pair's V_S / B vs anova store (max rel) "
+         "| chosen pair's V_j equal to the store's (1e-9) |", "|---|---|---|---|"]
+    for lb, c in chk.items():
+        L.append(f"| {lb} | {c['point']:.1e} | {c['v_s']:.1e} / {c['b']:.1e} | "
+                 f"{c['vj_same']} of {c['records']} ({c['vj_same'] / max(c['records'], 1):.2f}; the rest: "
+                 "a delete-one row changes a source) |")
+    L += ["", "## Selection: pools " + ", ".join(d["label"] for d in pools) + ", weighted equally per key",
+          "", head, "|---|---|---|---|---|---|"]
+    L += [_row(NAME[r], t["select"][r], t["select15"][r]) for r in RULES + REPORTED]
+    L += ["", "Per pool (class coverage): " + "; ".join(
+        f"{r} " + ", ".join(f"{p} {v:.3f}" for p, v in t["select"][r]["per_pool"].items())
+        for r in RULES + REPORTED), ""]
+    L += [f"- Tier 1, {r}: " + ("qualifies" if ok else f"fails ({why})") for r, (ok, why) in t["tier1"].items()]
+    L += [f"- Tier 1 selected: {t['chosen'] or 'none'}",
+          "- Tier 2 (PJ as a conservative repair), selection: "
+          + ("passes" if t["tier2"][0] else f"fails ({t['tier2'][1]})"), ""]
+    L += ["Per key (selection pools):", "", "| key | " + " | ".join(RULES + REPORTED) + " |",
+          "|---|" + "---|" * len(RULES + REPORTED)]
+    for k in keys_of():
+        L.append(f"| `{k}` | " + " | ".join(f"{t['select'][r]['per_key'][k]:.3f}" for r in RULES + REPORTED) + " |")
+    if fresh is not None:
+        L += ["", f"## Confirmation: pool {fresh['label']} alone", "", head, "|---|---|---|---|---|---|"]
+        L += [_row(NAME[r], t["fresh"][r], t["fresh15"][r]) for r in RULES + REPORTED]
+        if t["confirm1"] is not None:
+            L.append(f"\n- Tier 1 ({t['chosen']}): " + ("confirmed" if t["confirm1"][0] else f"not confirmed ({t['confirm1'][1]})"))
+        if t["confirm2"] is not None:
+            L.append("- Tier 2 (PJ): " + ("confirmed" if t["confirm2"][0] else f"not confirmed ({t['confirm2'][1]})"))
+        L += ["", "| key | " + " | ".join(RULES + REPORTED) + " |", "|---|" + "---|" * len(RULES + REPORTED)]
+        for k in keys_of():
+            L.append(f"| `{k}` | " + " | ".join(f"{t['fresh'][r]['per_key'][k]:.3f}" for r in RULES + REPORTED) + " |")
+    key = "batchnorm_reg_minus_batchnorm/fz_flipped_matched"
+    allp = pools + ([fresh] if fresh is not None else [])
+    L += ["", f"Reported: `{key}` per pool (" + ", ".join(RULES + REPORTED) + "): " + "; ".join(
+        f"{d['label']} " + " / ".join(f"{np.nanmean(records(d, key, r)[0]):.3f}" for r in RULES + REPORTED)
+        for d in allp), ""]
+    return "\n".join(L) + "\n"
+
+
+def decide_main(a: argparse.Namespace) -> None:
+    pools = [load(lb, s, n) for lb, s, n in SELECT]
+    fresh = None if a.no_fresh else load(*CONFIRM)
+    chk = {d["label"]: checks(d) for d in pools + ([fresh] if fresh else [])}
+    for lb, c in chk.items():
+        if c["point"] > 1e-12 or c["v_s"] > 1e-6 or c["b"] > 1e-6:
+            raise SystemExit(f"pool {lb}: a machinery check fails ({c}); the plan evaluates no rule")
+    text = markdown(decide(pools, fresh), pools, fresh, chk)
+    if a.out:
+        Path(a.out).write_text(text)
+    print(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cells", help="per-candidate records of one pool (needs its logits)")
+    c.add_argument("--pool-dir", type=Path, required=True)
+    c.add_argument("--seed", type=int, required=True)
+    c.add_argument("--subsets", type=int, default=200)
+    c.add_argument("--out", type=Path, required=True)
+    d = sub.add_parser("decide", help="the plan's checks and decision from the stores")
+    d.add_argument("--out", type=Path)
+    d.add_argument("--no-fresh", action="store_true", help="selection only (pool G not yet stored)")
+    a = ap.parse_args()
+    cells_main(a) if a.cmd == "cells" else decide_main(a)
+
+
+if __name__ == "__main__":
+    main()
