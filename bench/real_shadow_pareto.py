@@ -72,6 +72,25 @@ def candidate_value(u: np.ndarray, y: np.ndarray, level: float, src: float) -> f
     return float(y[i] + (level - u[i]) / (u[i + 1] - u[i]) * (y[i + 1] - y[i]))
 
 
+def closure(u: np.ndarray, cands: list, level: float, tied: bool) -> tuple[list, bool]:
+    """(the candidates plus the crossings next to an endpoint whose utility equals the level
+    (within frontier's 1e-12), where a perturbation of the level can create them: an endpoint
+    that is not the arm's maximum (the other arm sets the level), or the arm's maximum when
+    the two arms' maxima tie (`tied`); at the point their value is the endpoint's, but the
+    read is not differentiable there (amendment 1); whether any was added)."""
+    have = {src for _, src in cands}
+    top = u.max()
+    add = []
+    for i in range(u.size):
+        if abs(u[i] - level) > 1e-12 or (u[i] == top and not tied):
+            continue
+        for j in (i - 1, i):  # the segments (j, j + 1) next to endpoint i
+            if 0 <= j < u.size - 1 and j + 0.5 not in have and u[j] != u[j + 1]:
+                add.append((np.nan, j + 0.5))
+                have.add(j + 0.5)
+    return cands + add, bool(add)
+
+
 def _inputs(k_end: int, util: str, fig: str) -> list[tuple[int, int, str]]:
     return [(side, e, f) for side in (0, 1) for e in range(k_end) for f in (util, fig)]
 
@@ -139,8 +158,10 @@ def subset_record(pairs: np.ndarray) -> dict:
             ca, cb = _pareto_candidates(ua, ya, level), _pareto_candidates(ub, yb, level)
             key = f"{a}_minus_{b}/{read}"
             if not (ca and cb and np.isfinite(ref[fig])):
-                out[key] = {"point": float(ref[fig]), "chosen": None, "pairs": []}
+                out[key] = {"point": float(ref[fig]), "chosen": None, "pairs": [], "tie": False}
                 continue
+            tied = abs(ua.max() - ub.max()) <= 1e-12
+            (ca, ta), (cb, tb) = closure(ua, ca, level, tied), closure(ub, cb, level, tied)
             inputs = _inputs(k_end, util, fig)
             sides = (cells[a], cells[b])
             rows = []
@@ -155,7 +176,8 @@ def subset_record(pairs: np.ndarray) -> dict:
                     r = anova.samples_part(anova.linear_cells(terms), kind)
                     strata = [x for code in KINDS.values() for x in r["strata"].get(code, (np.nan, 0))]
                     rows.append([sa, sb, f(x0), v_j, r["v_s"], r["b"], *strata])
-            out[key] = {"point": float(ref[fig]), "chosen": list(ref[f"{fig}_source"]), "pairs": rows}
+            out[key] = {"point": float(ref[fig]), "chosen": list(ref[f"{fig}_source"]), "pairs": rows,
+                        "tie": bool(ta or tb)}
     return out
 
 
@@ -196,11 +218,12 @@ def load(label: str, seed: int, subsets: int) -> dict:
 
 def checks(d: dict) -> dict:
     """The plan's machinery checks per pool: the point equals the store's (1e-12); the chosen
-    pair's V_S and B equal the anova store's (1e-6 relative); where no delete-one row changes
+    pair's V_S and B equal the anova store's (1e-6 relative) except at an exact utility tie
+    at the level (amendment 1: counted); where no delete-one row changes
     a source (the store's V_j equals the chosen pair's V_j within 1e-9 relative, or it does
     not: counted), and the share of runs where it does."""
     worst = {"point": 0.0, "v_s": 0.0, "b": 0.0}
-    vj_same = vj_n = 0
+    vj_same = vj_n = ties = 0
     for key, recs in d["pm"].items():
         store = d["hcov"][key]
         an = d["an"][key]
@@ -212,11 +235,14 @@ def checks(d: dict) -> dict:
             ch = rows[(rows[:, 0] == rec["chosen"][0]) & (rows[:, 1] == rec["chosen"][1])][0]
             if abs(ch[2] - rec["point"]) > 1e-12:
                 raise SystemExit(f"pool {d['label']} {key} subset {i}: the chosen pair's D is not the point")
+            vj_n += 1
+            if rec["tie"]:  # not differentiable at the point: the anova's slope is a mix
+                ties += 1
+                continue
             worst["v_s"] = max(worst["v_s"], abs(ch[4] - an[i, 2]) / max(abs(an[i, 2]), 1e-300))
             worst["b"] = max(worst["b"], abs(ch[5] - an[i, 1]) / max(abs(an[i, 2]), 1e-300))
-            vj_n += 1
             vj_same += abs(ch[3] - store[i, 2]) <= 1e-9 * max(abs(store[i, 2]), 1e-300)
-    return {**worst, "vj_same": vj_same, "records": vj_n}
+    return {**worst, "vj_same": vj_same, "records": vj_n, "ties": ties}
 
 
 def half_widths(rows: np.ndarray, rule: str) -> np.ndarray:
@@ -372,11 +398,12 @@ def markdown(t: dict, pools: list[dict], fresh: dict | None, chk: dict) -> str:
          "Coverage of a fresh run: the run's interval [L, U] against its pairs' deviation plus "
          "N(0, T_s).", "", "## Machinery checks", "",
          "| pool | point vs store (max abs) | chosen pair's V_S / B vs anova store (max rel) "
-         "| chosen pair's V_j equal to the store's (1e-9) |", "|---|---|---|---|"]
+         "| chosen pair's V_j equal to the store's (1e-9) | records with a utility tie at the level "
+         "(amendment 1) |", "|---|---|---|---|---|"]
     for lb, c in chk.items():
         L.append(f"| {lb} | {c['point']:.1e} | {c['v_s']:.1e} / {c['b']:.1e} | "
                  f"{c['vj_same']} of {c['records']} ({c['vj_same'] / max(c['records'], 1):.2f}; the rest: "
-                 "a delete-one row changes a source) |")
+                 f"a delete-one row changes a source) | {c['ties']} |")
     L += ["", "## Selection: pools " + ", ".join(d["label"] for d in pools) + ", weighted equally per key",
           "", head, "|---|---|---|---|---|---|"]
     L += [_row(NAME[r], t["select"][r], t["select15"][r]) for r in RULES + REPORTED]
