@@ -219,11 +219,11 @@ def load(label: str, seed: int, subsets: int) -> dict:
 def checks(d: dict) -> dict:
     """The plan's machinery checks per pool: the point equals the store's (1e-12); the chosen
     pair's V_S and B equal the anova store's (1e-6 relative) except at an exact utility tie
-    at the level (amendment 1: counted); where no delete-one row changes
+    at the level (amendment 1) or a tie of candidates' values (amendment 2), counted; where no delete-one row changes
     a source (the store's V_j equals the chosen pair's V_j within 1e-9 relative, or it does
     not: counted), and the share of runs where it does."""
     worst = {"point": 0.0, "v_s": 0.0, "b": 0.0}
-    vj_same = vj_n = ties = 0
+    vj_same = vj_n = ties = vj_above = 0
     for key, recs in d["pm"].items():
         store = d["hcov"][key]
         an = d["an"][key]
@@ -236,13 +236,26 @@ def checks(d: dict) -> dict:
             if abs(ch[2] - rec["point"]) > 1e-12:
                 raise SystemExit(f"pool {d['label']} {key} subset {i}: the chosen pair's D is not the point")
             vj_n += 1
-            if rec["tie"]:  # not differentiable at the point: the anova's slope is a mix
+            if rec["tie"] or value_tie(rows, rec["chosen"]):
+                # not differentiable at the point: the anova's slope is a mix of two
                 ties += 1
                 continue
             worst["v_s"] = max(worst["v_s"], abs(ch[4] - an[i, 2]) / max(abs(an[i, 2]), 1e-300))
             worst["b"] = max(worst["b"], abs(ch[5] - an[i, 1]) / max(abs(an[i, 2]), 1e-300))
-            vj_same += abs(ch[3] - store[i, 2]) <= 1e-9 * max(abs(store[i, 2]), 1e-300)
-    return {**worst, "vj_same": vj_same, "records": vj_n, "ties": ties}
+            same = abs(ch[3] - store[i, 2]) <= 1e-9 * max(abs(store[i, 2]), 1e-300)
+            vj_same += same
+            vj_above += (not same) and store[i, 2] > ch[3]
+    return {**worst, "vj_same": vj_same, "records": vj_n, "ties": ties, "vj_above": vj_above}
+
+
+def value_tie(rows: np.ndarray, chosen: list) -> bool:
+    """Whether another candidate of either arm has the chosen one's value at the point
+    (amendment 2): FZ means of few flipped samples tie exactly, and the minimum of two equal
+    candidates is not differentiable."""
+    sa, sb = chosen
+    ch = rows[(rows[:, 0] == sa) & (rows[:, 1] == sb)][0, 2]
+    other = ((rows[:, 0] == sa) ^ (rows[:, 1] == sb))  # one arm's candidate differs
+    return bool((np.abs(rows[other, 2] - ch) <= 1e-12).any())
 
 
 def half_widths(rows: np.ndarray, rule: str) -> np.ndarray:
@@ -399,11 +412,12 @@ def markdown(t: dict, pools: list[dict], fresh: dict | None, chk: dict) -> str:
          "N(0, T_s).", "", "## Machinery checks", "",
          "| pool | point vs store (max abs) | chosen pair's V_S / B vs anova store (max rel) "
          "| chosen pair's V_j equal to the store's (1e-9) | records with a utility tie at the level "
-         "(amendment 1) |", "|---|---|---|---|---|"]
+         "or a tie of candidates' values (amendments 1, 2) |", "|---|---|---|---|---|"]
     for lb, c in chk.items():
         L.append(f"| {lb} | {c['point']:.1e} | {c['v_s']:.1e} / {c['b']:.1e} | "
-                 f"{c['vj_same']} of {c['records']} ({c['vj_same'] / max(c['records'], 1):.2f}; the rest: "
-                 f"a delete-one row changes a source) | {c['ties']} |")
+                 f"{c['vj_same']} of {c['records']} ({c['vj_same'] / max(c['records'], 1):.2f}; of the "
+                 f"rest, where a delete-one row changes a source, the store's is larger in {c['vj_above']}) "
+                 f"| {c['ties']} |")
     L += ["", "## Selection: pools " + ", ".join(d["label"] for d in pools) + ", weighted equally per key",
           "", head, "|---|---|---|---|---|---|"]
     L += [_row(NAME[r], t["select"][r], t["select15"][r]) for r in RULES + REPORTED]
