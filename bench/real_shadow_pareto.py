@@ -463,6 +463,66 @@ def decide_main(a: argparse.Namespace) -> None:
     print(text)
 
 
+# ---- exploratory, after the outcome: the target -------------------------------------------
+
+SOURCE_KEY = RA.SOURCE_KEY  # the key every rule under-covers against mu
+
+
+def full_reads(pool_dir: Path) -> dict:
+    """{key: the read on all the pool's pairs} (its logits needed)."""
+    C._DATA.update(C.load(pool_dir))
+    n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
+    cells = RA._cells(np.arange(n_pairs))
+    out = {}
+    for a, b in comparison_pairs(C.ARMS):
+        for read, (crit, fig) in READS.items():
+            util = CRITERIA[crit][0]
+            ends = [[{util: anova.cell_mean(e[util]), fig: anova.cell_mean(e[fig])} for e in cells[arm]]
+                    for arm in (a, b)]
+            out[f"{a}_minus_{b}/{read}"] = float(draw_compare(ends[0], ends[1], crit, (fig,))[fig])
+    return out
+
+
+def target_main(a: argparse.Namespace) -> None:
+    """Exploratory, after the outcome (deciding nothing): every rule's coverage when the
+    target is the read on all 256 shadows of the pool (the estimand a verdict means) rather
+    than the mean of the 8-pair reads (every real-shadow plan's truth): the run's error is
+    its deviation plus the samples' part plus mu - theta_full."""
+    L = ["## Exploratory, after the outcome: against the read on all the pool's pairs", "",
+         "`python bench/real_shadow_pareto.py target` (needs every pool's logits). theta_full: "
+         "the read on the pool's 128 pairs; the mean of the 8-pair reads (mu) is every "
+         "real-shadow plan's truth. Per key: (mu − theta_full) / sqrt(T_p) over pools, and "
+         "coverage of theta_full (jacksum / PJ / PA) over pools A–F.", "",
+         "| key | (mu − theta_full) / sqrt(T_p), per pool | covers theta_full: JS / PJ / PA | covers mu: JS / PJ / PA |",
+         "|---|---|---|---|"]
+    pools = [load(lb, s, n) for lb, s, n in SELECT]
+    full = {d["label"]: full_reads(Path(f"/work/realpool{s}")) for d, (_, s, _) in zip(pools, SELECT)}
+    for k in keys_of():
+        bias, cov_t, cov_m = [], {r: [] for r in REPORTED + RULES}, {r: [] for r in REPORTED + RULES}
+        for d in pools:
+            comp = R.truth_parts(d, k)
+            b = comp["mu"] - full[d["label"]][k]
+            bias.append(b / np.sqrt(comp["t_p"]))
+            for r in REPORTED + RULES:
+                pt, lo, hi, _, _ = bounds(d, k, r)
+                dev = (pt - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+                sd = np.sqrt(max(comp["t_s"], 0.0))
+                for shift, acc in ((b, cov_t[r]), (0.0, cov_m[r])):
+                    p = (stats.norm.cdf((pt - lo - dev - shift) / sd)
+                         - stats.norm.cdf((-(hi - pt) - dev - shift) / sd))
+                    acc.append(np.nanmean(np.where(np.isfinite(pt), p, np.nan)))
+        if k == SOURCE_KEY:
+            per_pool = ", ".join(f"{d['label']} {t:.3f} / {m:.3f}" for d, t, m in zip(pools, cov_t["JS"], cov_m["JS"]))
+        L.append(f"| `{k}` | " + ", ".join(f"{x:+.2f}" for x in bias) + " | "
+                 + " / ".join(f"{np.mean(cov_t[r]):.3f}" for r in ("JS", "PJ", "PA")) + " | "
+                 + " / ".join(f"{np.mean(cov_m[r]):.3f}" for r in ("JS", "PJ", "PA")) + " |")
+    L += ["", f"`{SOURCE_KEY}`, jacksum per pool, covers theta_full / mu: {per_pool}."]
+    text = "\n".join(L) + "\n"
+    if a.out:
+        Path(a.out).write_text(text)
+    print(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -474,8 +534,10 @@ def main() -> None:
     d = sub.add_parser("decide", help="the plan's checks and decision from the stores")
     d.add_argument("--out", type=Path)
     d.add_argument("--no-fresh", action="store_true", help="selection only (pool G not yet stored)")
+    t = sub.add_parser("target", help="exploratory: coverage of the read on all the pool's pairs")
+    t.add_argument("--out", type=Path)
     a = ap.parse_args()
-    cells_main(a) if a.cmd == "cells" else decide_main(a)
+    {"cells": cells_main, "decide": decide_main, "target": target_main}[a.cmd](a)
 
 
 if __name__ == "__main__":
