@@ -517,9 +517,10 @@ def test_the_pooled_plans_decisions_follow_its_amendment():
     class E's D4 kept because it passes on pool D, reverted to jacksum were it to fail."""
     import copy
     import real_shadow_pooled as rsp
-    sel = rsp.table_pooled([rsp.load_pool(seed, n) for _, seed, n in rsp.SELECTION])
+    loaded = {name: rsp.load_pool(seed, n) for name, seed, n in rsp.SELECTION}
+    sel = rsp.table_pooled(list(loaded.values()))
     dd = rsp.load_pool(*rsp.CONFIRMATION[1:])
-    per = {name: rsd.table(rsp.load_pool(seed, n)) for name, seed, n in rsp.SELECTION}
+    per = {name: rsd.table(d) for name, d in loaded.items()}
     per["D"] = rsd.table(dd)
     dec = rsp.decide(sel, per, rsp.CONFIRMATION[2])
     assert {c: x["selected"] for c, x in dec.items()} == {
