@@ -197,14 +197,16 @@ def ratios(recs: list[dict], fpc: float, n_pool: int, rng: np.random.Generator,
     v1, v4 = np.array([r["v1"] for r in recs]), np.array([r["v4"] for r in recs])
     r7, r4 = np.array([r["row7"] for r in recs]), np.array([r["row4"] for r in recs])
 
-    def stat(ix):
-        tp = full[ix].var(ddof=1) * fpc
-        return (v1[ix].mean() / tp, v4[ix].mean() / tp, (v1[ix].mean() - v4[ix].mean()) / tp,
-                r7[ix].var(ddof=1) * n_pool / (n_pool - 7) * 7 / (8 * tp),
-                r4[ix].var(ddof=1) * n_pool / (n_pool - 4) * 4 / (8 * tp))
+    def stat(ix):  # ix [resamples, subsets]: one row per resample
+        tp = full[ix].var(ddof=1, axis=-1) * fpc
+        m1, m4 = v1[ix].mean(axis=-1), v4[ix].mean(axis=-1)
+        return np.stack([m1 / tp, m4 / tp, (m1 - m4) / tp,
+                         r7[ix].var(ddof=1, axis=-1) * n_pool / (n_pool - 7) * 7 / (8 * tp),
+                         r4[ix].var(ddof=1, axis=-1) * n_pool / (n_pool - 4) * 4 / (8 * tp)], axis=-1)
 
-    point = stat(np.arange(len(recs)))
-    bs = np.array([stat(rng.integers(0, len(recs), len(recs))) for _ in range(boot)])
+    point = stat(np.arange(len(recs))[None])[0]
+    # the resamples drawn one at a time, as before (the same stream), computed at once
+    bs = stat(np.array([rng.integers(0, len(recs), len(recs)) for _ in range(boot)]))
     lo, hi = np.percentile(bs, [2.5, 97.5], axis=0)
     names = ("v1_tp", "v4_tp", "v1_v4_tp", "n7_tp7", "n4_tp4")
     tp = float(full.var(ddof=1) * fpc)
