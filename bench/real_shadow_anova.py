@@ -108,6 +108,12 @@ def subset_record(pairs: np.ndarray) -> dict:
 
 
 def cells_main(a: argparse.Namespace) -> None:
+    write_units(a, subset_record)
+
+
+def write_units(a: argparse.Namespace, record) -> None:
+    """A pool's store of `record(pairs)` for its first `a.subsets` coverage subsets (header
+    line: the pool's fingerprint) and its meta; needs the pool's logits (`a.pool_dir`)."""
     t0 = time.time()
     C._DATA.update(C.load(a.pool_dir))
     n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
@@ -115,7 +121,7 @@ def cells_main(a: argparse.Namespace) -> None:
     with open(a.out, "w") as fh:
         fh.write(json.dumps({"pool": fp, "seed": a.seed, "n_pairs": n_pairs}) + "\n")
         for u in range(a.subsets):
-            rec = subset_record(C.subset_pairs(a.seed, u, n_pairs))
+            rec = record(C.subset_pairs(a.seed, u, n_pairs))
             fh.write(json.dumps({"unit": u, **rec}) + "\n")
     meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
             "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv), "units": a.subsets}
@@ -237,6 +243,17 @@ def cell(pools: list[dict], cls: str, rule: str, ts_scale: float = 1.0) -> dict:
 def gates(c: dict, c15: dict, band: tuple, floors: tuple, per_pool: bool) -> tuple[bool, str]:
     """The plan's gates 1-4 (selection: band SELECT_BAND, pooled floors, per-pool band;
     confirmation: BAND, the fresh pool's floors, no per-pool gate): (ok, why not)."""
+    why = band_gates(c, c15, band, floors, per_pool)
+    if c["n_bound"] >= MIN_BOUND and not BAND[0] <= c["bound"] <= BAND[1]:
+        why.append(f"where the floor binds {c['bound']:.3f}")
+    if not BAND[0] <= c["free"] <= BAND[1]:
+        why.append(f"where the floor is free {c['free']:.3f}")
+    return not why, "; ".join(why)
+
+
+def band_gates(c: dict, c15: dict, band: tuple, floors: tuple, per_pool: bool) -> list[str]:
+    """Gates 1-3 of a class's cell (its coverage in `band`, every key above floors[0] and
+    with T_s x 1.5 above floors[1], every pool's in BAND if `per_pool`): why it fails."""
     why = []
     if not band[0] <= c["coverage"] <= band[1]:
         why.append(f"class {c['coverage']:.3f}")
@@ -248,11 +265,7 @@ def gates(c: dict, c15: dict, band: tuple, floors: tuple, per_pool: bool) -> tup
         out = {p: v for p, v in c["per_pool"].items() if not BAND[0] <= v <= BAND[1]}
         if out:
             why.append("pools " + ", ".join(f"{p} {v:.3f}" for p, v in out.items()))
-    if c["n_bound"] >= MIN_BOUND and not BAND[0] <= c["bound"] <= BAND[1]:
-        why.append(f"where the floor binds {c['bound']:.3f}")
-    if not BAND[0] <= c["free"] <= BAND[1]:
-        why.append(f"where the floor is free {c['free']:.3f}")
-    return not why, "; ".join(why)
+    return why
 
 
 def table(pools: list[dict], fresh: dict | None) -> dict:
@@ -425,14 +438,19 @@ def decide_main(a: argparse.Namespace) -> None:
     print(text)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("cells")
+def cells_parser(sub, help: str) -> None:
+    """The `cells` subcommand's arguments (write_units')."""
+    c = sub.add_parser("cells", help=help)
     c.add_argument("--pool-dir", type=Path, required=True)
     c.add_argument("--seed", type=int, required=True)
     c.add_argument("--subsets", type=int, default=200)
     c.add_argument("--out", type=Path, required=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    cells_parser(sub, "B-hat's records of one pool (needs its logits)")
     d = sub.add_parser("decide")
     d.add_argument("--out", type=Path)
     d.add_argument("--no-fresh", action="store_true", help="selection only (pool F not yet stored)")

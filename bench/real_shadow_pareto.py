@@ -182,19 +182,7 @@ def subset_record(pairs: np.ndarray) -> dict:
 
 
 def cells_main(a: argparse.Namespace) -> None:
-    t0 = time.time()
-    C._DATA.update(C.load(a.pool_dir))
-    n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
-    fp = C.fingerprint(a.pool_dir)
-    with open(a.out, "w") as fh:
-        fh.write(json.dumps({"pool": fp, "seed": a.seed, "n_pairs": n_pairs}) + "\n")
-        for u in range(a.subsets):
-            rec = subset_record(C.subset_pairs(a.seed, u, n_pairs))
-            fh.write(json.dumps({"unit": u, **rec}) + "\n")
-    meta = {"pool": fp, "n_pairs": n_pairs, "seconds": round(time.time() - t0, 1),
-            "cpu": lscpu.model_name(), "command": "python " + " ".join(sys.argv), "units": a.subsets}
-    Path(a.out).with_suffix(".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    print(json.dumps(meta, indent=2))
+    RA.write_units(a, subset_record)
 
 
 # ---- step 2: checks, coverage and the plan's decision --------------------------------------
@@ -344,17 +332,9 @@ def cell(pools: list[dict], rule: str, ts_scale: float = 1.0) -> dict:
 
 
 def tier1(c: dict, c15: dict, rule: str, band: tuple, floors: tuple, per_pool: bool) -> tuple[bool, str]:
-    why = []
-    if not band[0] <= c["coverage"] <= band[1]:
-        why.append(f"class {c['coverage']:.3f}")
-    if c["min"] < floors[0]:
-        why.append(f"lowest key {c['min']:.3f}")
-    if c15["min"] < floors[1]:
-        why.append(f"lowest key at T_s x 1.5 {c15['min']:.3f}")
-    if per_pool:
-        out = {p: v for p, v in c["per_pool"].items() if not BAND[0] <= v <= BAND[1]}
-        if out:
-            why.append("pools " + ", ".join(f"{p} {v:.3f}" for p, v in out.items()))
+    """The plan's tier-1 gates: real_shadow_anova's gates 1-3, and for PA gate 4 on the
+    chosen pair's B."""
+    why = RA.band_gates(c, c15, band, floors, per_pool)
     if rule == "PA":
         if c["n_bound"] >= MIN_BOUND and not BAND[0] <= c["bound"] <= BAND[1]:
             why.append(f"where B < 0 {c['bound']:.3f}")
@@ -638,11 +618,7 @@ def target_main(a: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("cells", help="per-candidate records of one pool (needs its logits)")
-    c.add_argument("--pool-dir", type=Path, required=True)
-    c.add_argument("--seed", type=int, required=True)
-    c.add_argument("--subsets", type=int, default=200)
-    c.add_argument("--out", type=Path, required=True)
+    RA.cells_parser(sub, "per-candidate records of one pool (needs its logits)")
     d = sub.add_parser("decide", help="the plan's checks and decision from the stores")
     d.add_argument("--out", type=Path)
     d.add_argument("--no-fresh", action="store_true", help="selection only (pool G not yet stored)")
