@@ -146,7 +146,7 @@ def load_pool(label: str, seed: int, subsets: int, jackknife: bool | None = None
     as "an"; checks that both stores hold the same subsets and points."""
     res = ROOT / "results"
     main = res / f"real_shadows_seed{seed}.jsonl"
-    if label == FRESH[0] if jackknife is None else jackknife:
+    if (label == FRESH[0]) if jackknife is None else jackknife:
         units = {i: v for (_, i), v in R.store_units(res / f"real_shadows_jackknife_seed{seed}.jsonl").items()}
         if sorted(units)[:subsets] != list(range(subsets)):
             raise SystemExit(f"pool {label}: the jackknife store lacks the first {subsets} subsets")

@@ -11,7 +11,8 @@ Two steps:
     python bench/real_shadow_pareto.py cells --pool-dir /work/realpool0 --seed 0 --subsets 200 \\
         --out results/real_shadows_pareto_seed0.jsonl
     # the plan's checks and decision from the committed stores
-    python bench/real_shadow_pareto.py decide --out bench/results/real_shadows_pareto.md
+    python bench/real_shadow_pareto.py decide --no-fresh --out bench/results/real_shadows_pareto_selection.md
+    # (without --no-fresh it also reads pool G, the confirmation pool: only for a plan that says so)
 
 The truth (mu, T_p, T_s) comes from each pool's main store, V_j and the subsets' pairs from
 its halves store (pools F and G: the jackknife store), V_S from its anova store
@@ -393,8 +394,9 @@ def markdown(t: dict, pools: list[dict], fresh: dict | None, chk: dict) -> str:
             "coverage (lowest key) |")
     L = ["# Real shadows: memorization at the common point read as the minimum it is", "",
          "Plan: [real_shadows_pareto_plan.md](real_shadows_pareto_plan.md) (written before any of "
-         "these figures). `python bench/real_shadow_pareto.py decide --out "
-         "bench/results/real_shadows_pareto.md`. Keys: FZ flipped / OOD at the common point of "
+         "these figures). `python bench/real_shadow_pareto.py decide "
+         + ("--out bench/results/real_shadows_pareto.md" if fresh is not None else
+            "--no-fresh --out bench/results/real_shadows_pareto_selection.md") + "`. Keys: FZ flipped / OOD at the common point of "
          "matched held-out accuracy and of matched fit, BN − none, reg − none, reg − BN (12). "
          "Coverage of a fresh run: the run's interval [L, U] against its pairs' deviation plus "
          "N(0, T_s).", "", "## Machinery checks", "",

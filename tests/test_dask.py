@@ -382,6 +382,8 @@ def test_a_cancellation_with_no_worker_for_the_resources_names_them(work):
     cluster = Cluster(work, workers=2, worker_args=[[], ["--resources", "GPU=1"]])
     try:
         with cluster.client() as c:
+            # the workers asked of the scheduler now (not the client's cached copy)
+            assert set(scaleout._workers(c)) == set(cluster.addresses())
             assert scaleout._unmet(c, {"GPU": 1}, 1, 4, work) is None  # one worker has it
             assert scaleout._unmet(c, {}, 1, 4, work) is None
             line = scaleout._unmet(c, {"TPU": 1}, 1, 4, work)

@@ -152,7 +152,7 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
     futures: list = []
     failed = False
     try:
-        workers = client.scheduler_info()["workers"]
+        workers = _workers(client)
         if not workers:
             raise ClusterError(f"DASK_SCHEDULER_ADDRESS={address}: the scheduler has no "
                                "workers; start some (`dask worker <address>`)")
@@ -196,7 +196,7 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                     _what_went(client, address), exc, saved, len(chunks), parts)) from None
             if not done:
                 try:
-                    workers = client.scheduler_info()["workers"]
+                    workers = _workers(client)
                 except (OSError, TimeoutError, CancelledError) as exc:
                     raise ClusterError(_lost(f"dask scheduler {address} went away", exc,
                                              saved, len(chunks), parts)) from None
@@ -260,6 +260,13 @@ def no_worker_line(want: dict, workers: dict) -> str:
             "with e.g. `dask worker ... --resources GPU=1`")
 
 
+def _workers(client) -> dict:
+    """The scheduler's workers, asked now: raises when it cannot be asked (the client's
+    scheduler_info() swallows a failed refresh and returns its cached copy, which may list
+    none, or the dead)."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def _unmet(client, want: dict, saved: int, n: int, parts: Path) -> str | None:
     """When the scheduler cancels the chunks but is still there, the cause may be that no
     worker left can run them (the only worker with the resources died holding data they
@@ -268,7 +275,7 @@ def _unmet(client, want: dict, saved: int, n: int, parts: Path) -> str | None:
     if not want or client.status != "running":
         return None
     try:
-        workers = client.scheduler_info()["workers"]
+        workers = _workers(client)
     except Exception:  # noqa: BLE001 (gone as well: the caller's line)
         return None
     if eligible(workers, want):
