@@ -54,9 +54,9 @@ RULES = ("PA", "PJ")  # the plan's tie order
 REPORTED = ("JS",)
 NAME = {"PA": "PA (ANs per candidate pair)", "PJ": "PJ (jacksum per candidate pair)",
         "JS": "jacksum (in use; V_j + V_S)"}
-SELECT_BAND, BAND = (0.935, 0.965), (0.93, 0.97)
-SELECT_FLOORS, CONFIRM_FLOORS = (0.93, 0.92), (0.91, 0.90)
-MIN_BOUND = 50
+# the anova plan's bands, floors and least count of records where B < 0 (the plan's gates)
+SELECT_BAND, BAND, MIN_BOUND = RA.SELECT_BAND, RA.BAND, RA.MIN_BOUND
+SELECT_FLOORS, CONFIRM_FLOORS = RA.POOLED_FLOORS, RA.FRESH_FLOORS
 # a candidate pair: [source a, source b, D, V_j, V_S, B, then (b_k, n_k) per kind in KINDS order]
 PAIR_FIELDS = ("src_a", "src_b", "d", "v_j", "v_s", "b") + tuple(
     f"{x}_{k}" for k in KINDS for x in ("b", "n"))

@@ -107,7 +107,6 @@ def endpoint_cells(correct: np.ndarray, keep: np.ndarray, kind: np.ndarray) -> d
     """{endpoint figure: (cells [P, N], mask [N])} of one endpoint's models (rows 2p, 2p+1
     a complementary pair): the means arm_draw computes for memorization and the utilities
     that locate a matched point."""
-    from bnmem.core.kinds import KINDS
     mask = {name: np.asarray(kind) == code for name, code in KINDS.items()}
     c_in, c_out = pair_cells(correct, keep)
     return {"in_acc_clean": (c_in, mask["clean"]), "out_acc_clean": (c_out, mask["clean"]),
