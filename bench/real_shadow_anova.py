@@ -41,6 +41,8 @@ from bnmem.core.kinds import KINDS  # noqa: E402
 
 POOLS = (("A", 0, 200), ("C", 2, 200), ("B", 1, 100), ("D", 3, 200), ("E", 4, 200))
 FRESH = ("F", 6, 200)
+# pools whose V_j the studies read from a jackknife store (written for them), not the halves store
+JACKKNIFE_STORES = ("F", "G")
 K_END = len(C.BUDGETS) + 1
 # read: (criterion | equal-budget index, figure, draw_compare's key)
 READS = {"fz_flipped_matched": ("heldout", "fz_flipped", "fz_flipped"),
@@ -142,11 +144,12 @@ def load_cells(path: Path) -> tuple[dict, dict]:
 
 def load_pool(label: str, seed: int, subsets: int, jackknife: bool | None = None) -> dict:
     """One pool: the truth from its main store, V_j from its halves store (`jackknife`, by
-    default pool F: its jackknife store) as "hcov" [point, V_h or nan, V_j], B-hat's records
-    as "an"; checks that both stores hold the same subsets and points."""
+    default for the pools in JACKKNIFE_STORES: its jackknife store) as "hcov" [point, V_h or
+    nan, V_j], B-hat's records as "an"; checks that both stores hold the same subsets and
+    points."""
     res = ROOT / "results"
     main = res / f"real_shadows_seed{seed}.jsonl"
-    if (label == FRESH[0]) if jackknife is None else jackknife:
+    if (label in JACKKNIFE_STORES) if jackknife is None else jackknife:
         units = {i: v for (_, i), v in R.store_units(res / f"real_shadows_jackknife_seed{seed}.jsonl").items()}
         if sorted(units)[:subsets] != list(range(subsets)):
             raise SystemExit(f"pool {label}: the jackknife store lacks the first {subsets} subsets")

@@ -46,7 +46,6 @@ from bnmem.core.kinds import KINDS  # noqa: E402
 
 SELECT = RA.POOLS + (RA.FRESH,)  # A-F, weighted equally per key
 CONFIRM = ("G", 7, 200)
-JACKKNIFE_STORES = ("F", "G")  # pools whose V_j comes from a jackknife store, not halves
 # read: (criterion, figure); draw_compare's key is the figure (the common point)
 READS = {"fz_flipped_matched": ("heldout", "fz_flipped"), "fz_ood_matched": ("heldout", "fz_ood"),
          "fz_flipped_fit": ("fit", "fz_flipped"), "fz_ood_fit": ("fit", "fz_ood")}
@@ -191,7 +190,7 @@ def cells_main(a: argparse.Namespace) -> None:
 def load(label: str, seed: int, subsets: int) -> dict:
     """A pool as real_shadow_anova.load_pool reads it, plus "pm": {key: [per subset record]}
     from its per-candidate store (same pool, same subsets)."""
-    d = RA.load_pool(label, seed, subsets, jackknife=label in JACKKNIFE_STORES)
+    d = RA.load_pool(label, seed, subsets)
     path = ROOT / "results" / f"real_shadows_pareto_seed{seed}.jsonl"
     lines = path.read_text().splitlines()
     head = json.loads(lines[0])
@@ -463,6 +462,20 @@ def _ends(fm: np.ndarray, util: str, fig: str) -> list[dict]:
     return [{util: r[0], fig: r[1]} for r in fm]
 
 
+def pool_reads(pairs: np.ndarray) -> tuple[dict, dict]:
+    """({key: the read on these pairs at the pool's samples}, {key: its Pareto sources per
+    arm}) for every comparison and read, from the loaded pool's logits (C._DATA)."""
+    reads, sources, cells = {}, {}, RA._cells(pairs)
+    for a, b in comparison_pairs(C.ARMS):
+        for read, (crit, fig) in READS.items():
+            util = CRITERIA[crit][0]
+            fa, fb = (_means(cells[x], (util, fig))[0] for x in (a, b))
+            r = draw_compare(_ends(fa, util, fig), _ends(fb, util, fig), crit, (fig,))
+            reads[f"{a}_minus_{b}/{read}"] = float(r[fig])
+            sources[f"{a}_minus_{b}/{read}"] = list(r[f"{fig}_source"])
+    return reads, sources
+
+
 def full_pool(label: str, seed: int, subsets: int, check_vj: bool = True) -> dict:
     """From a pool's logits: {"pool": fingerprint, "reads": {key: the read on all its pairs},
     "sources": {key: its Pareto sources per arm}, "vj": the plan's V_j check}. The check: in every record (no tie) where no delete-one row
@@ -475,14 +488,7 @@ def full_pool(label: str, seed: int, subsets: int, check_vj: bool = True) -> dic
     fp = C.fingerprint(pool_dir)
     if fp != json.loads((ROOT / "results" / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]:
         raise SystemExit(f"pool {label}: {pool_dir} is not the pool its stores were written on")
-    reads, sources, cells = {}, {}, RA._cells(np.arange(n_pairs))
-    for a, b in comparison_pairs(C.ARMS):
-        for read, (crit, fig) in READS.items():
-            util = CRITERIA[crit][0]
-            fa, fb = (_means(cells[x], (util, fig))[0] for x in (a, b))
-            r = draw_compare(_ends(fa, util, fig), _ends(fb, util, fig), crit, (fig,))
-            reads[f"{a}_minus_{b}/{read}"] = float(r[fig])
-            sources[f"{a}_minus_{b}/{read}"] = list(r[f"{fig}_source"])
+    reads, sources = pool_reads(np.arange(n_pairs))
     no_jump = jump = jump_differs = bad = 0
     for u in range(subsets if check_vj else 0):
         cells = RA._cells(C.subset_pairs(seed, u, n_pairs))
@@ -522,6 +528,17 @@ def full_main(a: argparse.Namespace) -> None:
     print(json.dumps(meta, indent=2))
 
 
+def cover(d: dict, k: str, r: str, comp: dict, shift: float) -> np.ndarray:
+    """P(covered) per subset when the target is mu - shift: a run's error is its 8-pair
+    deviation (finite-population corrected) plus a normal samples' part of variance T_s."""
+    pt, lo, hi, _, _ = bounds(d, k, r)
+    dev = (pt - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
+    sd = np.sqrt(max(comp["t_s"], 0.0))
+    p = (stats.norm.cdf((pt - lo - dev - shift) / sd)
+         - stats.norm.cdf((-(hi - pt) - dev - shift) / sd))
+    return np.where(np.isfinite(pt), p, np.nan)
+
+
 def target_table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
     """Exploratory, after the outcome (deciding nothing): every rule's coverage when the
     target is the read on all of the pool's pairs (theta_full: at the pool's samples, a
@@ -538,15 +555,6 @@ def target_table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
          "| key | (mu − theta_full) / sqrt(T_p), per pool | covers theta_full: JS / PJ / PA | covers mu: JS / PJ / PA |",
          "|---|---|---|---|"]
     out = {"bias": {}, "theta": {}, "mu": {}}
-
-    def cover(d: dict, k: str, r: str, comp: dict, shift: float) -> np.ndarray:
-        """P(covered) per subset when the target is mu - shift."""
-        pt, lo, hi, _, _ = bounds(d, k, r)
-        dev = (pt - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
-        sd = np.sqrt(max(comp["t_s"], 0.0))
-        p = (stats.norm.cdf((pt - lo - dev - shift) / sd)
-             - stats.norm.cdf((-(hi - pt) - dev - shift) / sd))
-        return np.where(np.isfinite(pt), p, np.nan)
 
     for k in keys_of():
         bias, cov_t, cov_m = [], {r: [] for r in REPORTED + RULES}, {r: [] for r in REPORTED + RULES}
