@@ -195,9 +195,10 @@ def half_width(d: dict, key: str, rule: str) -> np.ndarray:
         q = stats.t.ppf(0.975, R.PAIRS - 1)
     else:
         a, v_j = d["an"][key], d["hcov"][key][:, 2]
-        q = np.array([stats.t.ppf(0.975, anova.satterthwaite_df(
+        df = np.array([anova.satterthwaite_df(
             vi, vj, {c: (row[4 + 2 * j], int(row[5 + 2 * j])) for j, c in enumerate(KINDS.values())},
-            R.PAIRS)) if np.isfinite(vi) else np.nan for vi, vj, row in zip(v, v_j, a)])
+            R.PAIRS) if np.isfinite(vi) else np.nan for vi, vj, row in zip(v, v_j, a)])
+        q = stats.t.ppf(0.975, df)  # elementwise, one call (nan where undefined)
     return q * np.sqrt(v)
 
 

@@ -13,6 +13,7 @@ bench/real_shadow_rules.py (the subset's pairs' deviation plus N(0, T_s)).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import warnings
@@ -181,6 +182,17 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
     return pooled(covs, cal, bound, free, per, undefined)
 
 
+@functools.lru_cache(maxsize=None)
+def resample_counts(n: int) -> np.ndarray:
+    """[500, n] multiplicities of the 500 resamples of n subsets (fixed seed) that `pooled`'s
+    range draws (default_rng(0).integers(0, n, (500, n)), one row a resample)."""
+    idx = np.random.default_rng(0).integers(0, n, (500, n))
+    c = np.zeros((500, n))
+    np.add.at(c, (np.arange(500)[:, None], idx), 1.0)
+    c.setflags(write=False)
+    return c
+
+
 def pooled(covs: list, cal: list, bound: list, free: list, per: list, undefined: list) -> dict:
     """A class's cell from its keys' parts: coverage per key (covs), width over the
     calibrated (cal), the per-subset coverages where the floor binds and where not (bound,
@@ -188,11 +200,13 @@ def pooled(covs: list, cal: list, bound: list, free: list, per: list, undefined:
     b, f = np.concatenate(bound), np.concatenate(free)
     # a 95 % range of the pooled coverage: the subsets resampled (500 times, fixed seed)
     per = np.array(per)  # [keys, subsets]
-    idx = np.random.default_rng(0).integers(0, per.shape[1], (500, per.shape[1]))
-    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+    counts = resample_counts(per.shape[1])  # [500, subsets]: each resample's multiplicities
+    ok = np.isfinite(per)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a resample with an all-nan key
-        # every resample at once ([keys, 500, subsets]): the same means as one at a time
-        boot = np.nanmean(np.nanmean(per[:, idx], axis=2), axis=0)
+        # every resample at once: a key's mean over a resample's defined subsets is its
+        # multiplicity-weighted sum over their count ([keys, 500]), as one at a time
+        boot = np.nanmean((np.where(ok, per, 0.0) @ counts.T) / (ok @ counts.T), axis=0)
     return {"coverage": float(np.nanmean(covs)), "min": float(np.nanmin(covs)),
             "max": float(np.nanmax(covs)), "width_calibrated": float(np.nanmean(cal)),
             "share": b.size / max(b.size + f.size, 1), "n_bound": int(b.size),

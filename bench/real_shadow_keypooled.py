@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -114,9 +115,13 @@ def equal_cell(pools: list[dict], cls: str, rule: str = "D4", ts_scale: float = 
     rng = np.random.default_rng(0)
     idx = [[rng.integers(0, d["dcov"][keys[0]].shape[0], d["dcov"][keys[0]].shape[0])
             for d in pools] for _ in range(boot)]
-    with np.errstate(invalid="ignore"):
-        bs = [np.mean([np.mean([np.nanmean(f[i]) for (f, _, _), i in zip(r, ix)]) for r in recs])
-              for ix in idx]
+    # every resample at once: per pool its [boot, subsets] indices, per key and pool the
+    # resampled means [boot]; then the mean over pools and over keys, as one at a time
+    idx = [np.array([ix[j] for ix in idx]) for j in range(len(pools))]
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample with an all-nan key
+        bs = np.mean([np.mean([np.nanmean(f[i], axis=1) for (f, _, _), i in zip(r, idx)], axis=0)
+                      for r in recs], axis=0)
     return {"coverage": float(np.mean(per_key)), "min": min(per_key), "max": max(per_key),
             "width_calibrated": float(np.mean(cal)), "share": n_bound / max(n_bound + n_free, 1),
             "n_bound": n_bound, "bound": float(bound), "free": float(free),

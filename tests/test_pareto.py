@@ -113,13 +113,11 @@ def test_the_selection_follows_from_the_stores():
     assert (f"against that full read jacksum covers the key {np.mean(js):.3f} ({min(js):.3f}–"
             f"{max(js):.3f} per pool; {np.mean(t['mu'][key]['JS']):.3f} against the mean)") in flat
     assert all(v["vj"]["no_source_change"] == v["vj"]["equal_there"] for lb, v in full.items() if lb != "meta")
-    # the report's caveat quotes the same figures (its text is fixed in bnmem.report.markdown)
+    # the report's caveat quotes the per-candidate outcome (its text is fixed in
+    # bnmem.report.markdown; its coverage figures, over seven pools, in tests/test_fullread.py)
     report = " ".join((ROOT / "report.md").read_text().split())
-    fit = "batchnorm_reg_minus_batchnorm/fz_flipped_fit"
-    assert f"({sel['JS']['per_key'][key]:.3f} and {sel['JS']['per_key'][fit]:.3f} over six pools)" in report
-    assert f"jacksum covers that key {np.mean(js):.3f} over six pools" in report
-    assert (f"({sel['JS']['per_key'][fit]:.3f} / {np.mean(t['theta'][fit]['JS']):.3f})") in report
-    assert sum(v < 0.925 for v in js) == 2 and "but 0.92 on two of them" in report
+    assert (f"per-candidate intervals for the minimum did not help ({sel['PJ']['per_key'][key]:.3f}, "
+            "`bench/results/real_shadows_pareto_plan.md`)") in report
 
 
 @pytest.mark.slow  # pool A's logits (about 15 s); they exist only where the pools were trained
