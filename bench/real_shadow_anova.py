@@ -226,17 +226,8 @@ def cell(pools: list[dict], cls: str, rule: str, ts_scale: float = 1.0) -> dict:
     per_key = {k: float(np.mean([np.nanmean(f) for f, _, _, _ in r])) for k, r in zip(keys, recs)}
     per_pool = {d["label"]: float(np.mean([np.nanmean(r[i][0]) for r in recs])) for i, d in enumerate(pools)}
 
-    def part(which: bool) -> tuple[float, int]:
-        num = den = 0.0
-        n = 0
-        for r in recs:
-            for f, b, _, _ in r:
-                m = np.isfinite(f) & (b == which)
-                num, den, n = num + f[m].sum() / f.size, den + m.sum() / f.size, n + int(m.sum())
-        return (num / den if den else np.nan), n
-
-    bound, n_bound = part(True)
-    free, n_free = part(False)
+    bound, n_bound = H.split_coverage((f, b) for r in recs for f, b, _, _ in r)
+    free, n_free = H.split_coverage((f, ~b) for r in recs for f, b, _, _ in r)
     return {"coverage": float(np.mean(list(per_key.values()))), "min": min(per_key.values()),
             "max": max(per_key.values()), "per_key": per_key, "per_pool": per_pool,
             "width_calibrated": float(np.mean([np.mean([np.nanmean(w) for _, _, w, _ in r]) for r in recs])),

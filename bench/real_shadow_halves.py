@@ -182,6 +182,18 @@ def cell(d: dict, keys: list[str], comps: dict, rule: str, ts_scale: float = 1.0
     return pooled(covs, cal, bound, free, per, undefined)
 
 
+def split_coverage(parts) -> tuple[float, int]:
+    """Coverage over a split of the records (where a floor binds, or not), pooled over keys
+    and pools with each record weighted by 1 / its pool's subsets, and the split's count.
+    parts: (P(covered) per subset, nan where undefined; the split's subsets) per key and pool."""
+    num = den = 0.0
+    n = 0
+    for f, sel in parts:
+        m = np.isfinite(f) & sel
+        num, den, n = num + f[m].sum() / f.size, den + m.sum() / f.size, n + int(m.sum())
+    return (num / den if den else np.nan), n
+
+
 @functools.lru_cache(maxsize=None)
 def resample_counts(n: int) -> np.ndarray:
     """[500, n] multiplicities of the 500 resamples of n subsets (fixed seed) that `pooled`'s

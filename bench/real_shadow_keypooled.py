@@ -99,19 +99,8 @@ def equal_cell(pools: list[dict], cls: str, rule: str = "D4", ts_scale: float = 
     per_key = [float(np.mean([np.nanmean(f) for f, _, _ in r])) for r in recs]
     cal = [float(np.mean([np.mean(w) for _, _, w in r])) for r in recs]
 
-    def sub(which: bool) -> tuple[float, int]:
-        num = den = 0.0
-        n = 0
-        for r in recs:
-            for f, b, _ in r:
-                m = np.isfinite(f) & (b == which)
-                num += f[m].sum() / f.size
-                den += m.sum() / f.size
-                n += int(m.sum())
-        return (num / den if den else np.nan), n
-
-    bound, n_bound = sub(True)
-    free, n_free = sub(False)
+    bound, n_bound = H.split_coverage((f, b) for r in recs for f, b, _ in r)
+    free, n_free = H.split_coverage((f, ~b) for r in recs for f, b, _ in r)
     rng = np.random.default_rng(0)
     idx = [[rng.integers(0, d["dcov"][keys[0]].shape[0], d["dcov"][keys[0]].shape[0])
             for d in pools] for _ in range(boot)]

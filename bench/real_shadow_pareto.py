@@ -315,13 +315,7 @@ def cell(pools: list[dict], rule: str, ts_scale: float = 1.0) -> dict:
                 for i, d in enumerate(pools)}
 
     def part(j: int, which: bool) -> tuple[float, int]:
-        num = den = 0.0
-        n = 0
-        for rs in recs:
-            for r in rs:
-                f, m = r[0], np.isfinite(r[0]) & (r[j] == which)
-                num, den, n = num + f[m].sum() / f.size, den + m.sum() / f.size, n + int(m.sum())
-        return (num / den if den else np.nan), n
+        return H.split_coverage((r[0], r[j] == which) for rs in recs for r in rs)
 
     out = {"coverage": float(np.mean(list(per_key.values()))), "min": min(per_key.values()),
            "max": max(per_key.values()), "per_key": per_key, "per_pool": per_pool,
