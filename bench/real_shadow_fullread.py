@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -129,7 +130,8 @@ def figures(pools: list[dict], full: dict) -> dict:
     sqrt(T_p)."""
     out = {}
     for k in P.keys_of():
-        row = {"theta": [], "mu": [], "bias": [], "half_bias": [], "boot_bias": [], "corrected": []}
+        row = {"theta": [], "mu": [], "bias": [], "half_bias": [], "boot_bias": [], "corrected": [],
+               "skew": [], "run_skew": [], "boot_skew": []}
         for d in pools:
             comp = R.truth_parts(d, k)
             theta = full[d["label"]]["reads"][k]
@@ -142,6 +144,12 @@ def figures(pools: list[dict], full: dict) -> dict:
             b_s = float(np.mean(full["boot"][d["label"]][k])) - theta  # amendment 1
             row["boot_bias"].append(b_s / np.sqrt(comp["t_p"]))
             row["corrected"].append(float(np.nanmean(P.cover(d, k, "JS", comp, shift + b_s))))
+            # after the review: the skewness of the 8-pair reads, all the truth's and the
+            # judged runs' (the coverage subsets)
+            pts, run = d["points"][k], d["hcov"][k][:, 0]
+            row["skew"].append(float(stats.skew(pts[np.isfinite(pts)])))
+            row["run_skew"].append(float(stats.skew(run[np.isfinite(run)])))
+            row["boot_skew"].append(float(stats.skew(full["boot"][d["label"]][k])))
         out[k] = row
     return out
 
@@ -196,6 +204,16 @@ def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
               f"`{k}` {f[k]['corrected'][-1]:.3f} on pool {FRESH[0]}, {np.mean(f[k]['corrected']):.3f} "
               "over seven (per pool " + ", ".join(f"{x:.3f}" for x in f[k]["corrected"]) + ")"
               for k in KEYS) + "."]
+    L += ["", "### After the review (exploratory, deciding nothing)", "",
+          "Skewness of the 8-pair reads (all the reads mu and T_p come from, "
+          f"{pools[-1]['points'][KEYS[0]].size} on pool {FRESH[0]}; and the judged runs', the "
+          f"{pools[-1]['hcov'][KEYS[0]].shape[0]} coverage subsets) and of the full read under the "
+          "samples' reweightings, per pool " + ", ".join(labels) + ":", "",
+          "| key | 8-pair reads, all | 8-pair reads, the judged runs | full read, samples reweighted |",
+          "|---|---|---|---|"]
+    for k in KEYS:
+        L.append(f"| `{k}` | " + " | ".join(", ".join(f"{x:+.2f}" for x in f[k][c])
+                                           for c in ("skew", "run_skew", "boot_skew")) + " |")
     vj = full[FRESH[0]]["vj"]
     L += ["", f"Class (12 keys): pool {FRESH[0]} covers theta_full {np.mean(clsg['theta']):.3f} "
           f"(lowest key {min(clsg['theta']):.3f}) / mu {np.mean(clsg['mu']):.3f} (lowest "

@@ -116,7 +116,7 @@ def test_the_selection_follows_from_the_stores():
     # the report's caveat quotes the per-candidate outcome (its text is fixed in
     # bnmem.report.markdown; its coverage figures, over seven pools, in tests/test_fullread.py)
     report = " ".join((ROOT / "report.md").read_text().split())
-    assert (f"per-candidate intervals for the minimum did not help ({sel['PJ']['per_key'][key]:.3f}, "
+    assert (f"Per-candidate intervals for the minimum did not help ({sel['PJ']['per_key'][key]:.3f}, "
             "`bench/results/real_shadows_pareto_plan.md`)") in report
 
 
