@@ -126,30 +126,24 @@ def test_the_plan_readme_and_report_quote_the_table(outcome):
     assert f"judged runs of skewness {max(r2):+.2f} to {min(r2):+.2f}".replace("-", "−") in readme
 
 
-@pytest.mark.slow  # pool A's logits (about 15 s); they exist only where the pools were trained
-@pytest.mark.skipif(not Path("/work/realpool0/pool.npz").exists(), reason="pool A's logits absent")
+@pytest.mark.slow  # pool G's logits (about 10 s); they exist only where the pools were trained
+@pytest.mark.skipif(not Path("/work/realpool7/pool.npz").exists(), reason="pool G's logits absent")
 def test_the_committed_reads_recompute_from_the_logits():
-    """Pool A: weighted reads with unit weights are the pool's read; the first bootstrap
-    reweightings and the first split's half reads recompute the committed ones."""
-    RA, C = F.RA, F.C
-    n = F._load("A", 0)
+    """Pool G, whose reads decide the plan's gates: its read on all pairs (and their Pareto
+    sources) recomputes from its logits, weighted reads with unit weights are that read, and
+    the first bootstrap reweightings and the first split's half reads recompute."""
+    RA, C, P = F.RA, F.C, F.P
+    want = json.loads(F.OUT.read_text())
+    n = F._load("G", 7)  # refuses a pool whose fingerprint is not the stores'
+    reads, sources = P.pool_reads(np.arange(n))
+    assert sources == want["G"]["sources"]
+    assert reads == pytest.approx(want["G"]["reads"], abs=1e-12)
     cells = RA._cells(np.arange(n))
     ones = F.weighted_reads(cells, np.ones((1, C._DATA["kind"].size)))
-    full = F.P.pool_reads(np.arange(n))[0]
-    assert {k: v[0] for k, v in ones.items()} == full
-    want = json.loads(F.OUT.read_text())
-    w = F.bootstrap_weights(C._DATA["kind"], F.BOOT, np.random.default_rng([0, 0xB0, 0x07]))
+    assert {k: v[0] for k, v in ones.items()} == pytest.approx(reads, abs=1e-12)
+    w = F.bootstrap_weights(C._DATA["kind"], F.BOOT, np.random.default_rng([7, 0xB0, 0x07]))
     got = F.weighted_reads(cells, w[:3])
-    assert all(got[k] == want["boot"]["A"][k][:3] for k in got)
-    perm = np.random.default_rng([0, 0x64, 0]).permutation(n)
-    half = F.P.pool_reads(np.sort(perm[: n // 2]))[0]
-    assert all(half[k] == want["halves"]["A"][k][0] for k in half)
-
-
-@pytest.mark.slow  # pool G's logits (about 15 s): the reads that decide the plan's gates
-@pytest.mark.skipif(not Path("/work/realpool7/pool.npz").exists(), reason="pool G's logits absent")
-def test_pool_gs_full_read_recomputes_from_its_logits():
-    got = F.P.full_pool(*F.FRESH, check_vj=False)
-    want = json.loads(F.OUT.read_text())["G"]
-    assert got["pool"] == want["pool"] and got["sources"] == want["sources"]
-    assert got["reads"] == pytest.approx(want["reads"], abs=1e-12)
+    assert all(got[k] == want["boot"]["G"][k][:3] for k in got)
+    perm = np.random.default_rng([7, 0x64, 0]).permutation(n)
+    half = P.pool_reads(np.sort(perm[: n // 2]))[0]
+    assert all(half[k] == want["halves"]["G"][k][0] for k in half)
