@@ -1,0 +1,105 @@
+"""The analysis of bench/results/real_shadows_seventh_plan.md (fixed before any of pool G's AUC
+figures): a seventh, fresh pool re-checks D4 (`delete4_halves`) for the three AUC classes, A
+(the common point of matched held-out accuracy and fit), B (their overlap) and E (equal
+epochs or budgets), with the sixth plan's gates unchanged.
+
+    python bench/real_shadow_seventh.py --out bench/results/real_shadows_seventh.md
+
+Decision, per class: D4 is adopted if pool G alone passes every confirmation gate with the
+fresh-pool key floors (0.91 / 0.90) and the seven pools weighted equally per key pass them
+with the pooled floors (0.93 / 0.92); else the class keeps its rule.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import real_shadow_deleted as D  # noqa: E402
+import real_shadow_halves as H  # noqa: E402
+import real_shadow_keypooled as K  # noqa: E402
+import real_shadow_pooled as P  # noqa: E402
+import real_shadow_rules as R  # noqa: E402
+import real_shadow_sixth as S  # noqa: E402
+
+POOLS = S.POOLS + (("G", 7, 200),)
+FRESH = "G"
+DECIDED = ("A", "B", "E")
+KEEPS = {"A": "jacksum", "B": "both", "E": "jacksum"}  # each class's rule if D4 is not adopted
+
+
+def decide(per_pool: dict, seven: dict) -> dict:
+    """Per class: the plan's two gates (pool G alone, fresh floors; the seven pools per key,
+    pooled floors) and the action."""
+    out = {}
+    for cls in DECIDED:
+        ok1, why1 = K.gates(per_pool[FRESH][cls]["rules"]["D4"], K.BAND, K.FRESH_FLOORS)
+        ok2, why2 = K.gates(seven[cls], K.BAND, K.POOLED_FLOORS)
+        fails = ([f"pool {FRESH}: {why1}"] if not ok1 else []) + ([f"seven pools: {why2}"] if not ok2 else [])
+        out[cls] = {"gate1": (ok1, why1), "gate2": (ok2, why2), "adopted": not fails,
+                    "action": (f"D4 adopted for class {cls}" if not fails else
+                               f"class {cls} keeps {KEEPS[cls]} (" + "; ".join(fails) + ")")}
+    return out
+
+
+def markdown(per_pool: dict, seven: dict, dec: dict, head: dict) -> str:
+    names = list(per_pool)
+    L = ["# Real shadows: a seventh pool (G) re-checks D4 for the three AUC classes", "",
+         "Plan: [real_shadows_seventh_plan.md](real_shadows_seventh_plan.md) (written before any of "
+         "pool G's AUC figures). `python bench/real_shadow_seventh.py --out "
+         "bench/results/real_shadows_seventh.md`. V_4 in split-mean form; band [0.93, 0.97]; key "
+         f"floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} on pool {FRESH} alone, "
+         f"{K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the seven pools (equal weights).",
+         "", "## D4 per pool (class coverage)", "",
+         "| class | " + " | ".join(f"pool {p}" for p in names) + " |", "|---|" + "---|" * len(names)]
+    for cls in DECIDED:
+        L.append(f"| {cls}: {R.LABEL[cls]} | " + " | ".join(
+            f"{per_pool[p][cls]['rules']['D4']['coverage']:.3f}" for p in names) + " |")
+    L += ["", f"The headline key (`{S.HEADLINE}`, BN − none at matched held-out accuracy), D4 per pool: "
+          + ", ".join(f"{p} {v:.3f}" for p, v in head.items()) + "; over the seven pools "
+          f"{np.mean(list(head.values())):.3f}.", "",
+          f"## Pool {FRESH} alone", "", *K.HEAD]
+    L += [K._row(f"{cls}: {R.LABEL[cls]}", per_pool[FRESH][cls]["rules"]["D4"]) for cls in DECIDED]
+    L += ["", f"Pool {FRESH}, the rules in use (deciding nothing):", ""]
+    for cls in DECIDED:
+        t = per_pool[FRESH][cls]
+        today = t["today"]
+        if today in t["rules"]:
+            c = t["rules"][today]
+            L.append(f"- {cls}: {H.name(today)} covers {c['coverage']:.3f} at "
+                     f"{c['width_calibrated']:.2f}x the calibrated width")
+        else:
+            L.append(f"- {cls}: {H.name(today)}: not in pool {FRESH}'s stores (no coverage subsets "
+                     "with the samples' rows)")
+    L += ["", "## The seven pools per key, weighted equally", "", *K.HEAD]
+    L += [K._row(f"{cls}: {R.LABEL[cls]}", seven[cls]) for cls in DECIDED]
+    L += ["", "Per key over the seven pools (coverage / with T_s x 1.5):", ""]
+    for cls in DECIDED:
+        c = seven[cls]
+        L.append(f"- {cls}: " + "; ".join(f"`{k}` {a:.3f} / {b:.3f}" for k, a, b in
+                                          zip(c["keys"], c["per_key"], c["per_key_ts15"])))
+    L += ["", "## Outcome", ""]
+    for cls in DECIDED:
+        g1, g2 = dec[cls]["gate1"], dec[cls]["gate2"]
+        L += [f"- Class {cls} ({R.LABEL[cls]}): gate 1 (pool {FRESH} alone) "
+              + ("passes" if g1[0] else "fails: " + g1[1]) + "; gate 2 (seven pools per key) "
+              + ("passes" if g2[0] else "fails: " + g2[1]) + f". **{dec[cls]['action']}**"]
+    return "\n".join(L) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    pools = {name: P.load_pool(seed, n) for name, seed, n in POOLS}
+    per_pool = {p: D.table(d) for p, d in pools.items()}
+    seven = {cls: K.pooled_cell(list(pools.values()), cls) for cls in DECIDED}
+    dec = decide(per_pool, seven)
+    H.write(markdown(per_pool, seven, dec, S.headline(pools)), a.out)
+
+
+if __name__ == "__main__":
+    main()
