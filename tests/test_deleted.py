@@ -253,27 +253,23 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
         I.check_halves_rules({("auc", "equal"): "delete4_halves"}, {})
 
 
-def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on(monkeypatch):
-    """delete4_halves, where `mixed` names it (class A from the keypooled plan until the sixth
-    pool reverted it to jacksum: bench/results/real_shadows_sixth_plan.md), reads at 8 pairs
-    all samples' AUC difference at the common point of matched held-out accuracy and of
-    matched fit only; every other figure of that read (per subset, the loss and gap criteria,
-    the within-run read) keeps jacksum; AUC at equal epochs or budgets is jacksum; the overlap
-    keeps both."""
+def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
+    """delete4_halves (classes A and E, adopted by bench/results/real_shadows_seventh_plan.md)
+    reads at 8 pairs all samples' AUC difference at the common point of matched held-out
+    accuracy and of matched fit, and at equal epochs or budgets, only; every other figure of
+    those reads (per subset, the identity query, the loss and gap criteria, the within-run
+    read) keeps jacksum; the overlap keeps both."""
     from bnmem.attack import intervals as I
-    assert I.MIXED_RULES[("auc", "common")] == "jacksum"  # the rule in use since the sixth pool
-    assert I.mixed_procedure("auc_all/heldout@common") == "jacksum"
-    monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), "delete4_halves")
-    assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum"}
-    assert I.MIXED_RULES[("auc", "equal")] == "jacksum" and I.MIXED_RULES[("auc", "overlap")] == "both"
-    for crit in ("heldout", "fit"):
-        fig = f"auc_all/{crit}@common"
+    assert I.MIXED_RULES[("auc", "common")] == I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
+    assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum"}
+    assert I.MIXED_RULES[("auc", "overlap")] == "both"
+    for fig in ("auc_all/heldout@common", "auc_all/fit@common", "auc_all@equal"):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
     for fig, want in (("auc_all/loss@common", "jacksum"), ("auc_all/gap@common", "jacksum"),
                       ("auc_clean/heldout@common", "jacksum"), ("auc_all@common", "jacksum"),
                       ("auc_all/heldout@overlap", "both"), ("auc_all/loss@overlap", "both"),
-                      ("auc_all@equal", "jacksum"), ("auc_ood@equal", "jacksum"),
+                      ("auc_ood@equal", "jacksum"),
                       ("auc_clean@equal", "jacksum"), ("auc_identity@equal", "jacksum"),
                       ("tpr_low_all/heldout@common", "pairs_t"), ("fz_flipped/heldout@common", "jacksum")):
         assert I.mixed_procedure(fig) == want, fig
@@ -319,9 +315,10 @@ def test_readme_quotes_the_deleted_outcome():
     assert confirmed == {"E"}
     # E: (auc, equal), adopted by this plan, reverted after a fifth pool (pool E) failed its key
     # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md),
-    # reverted after a sixth (real_shadows_sixth_plan.md)
-    assert I.MIXED_RULES[("auc", "equal")] == "jacksum"
-    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "jacksum"
+    # reverted after a sixth (real_shadows_sixth_plan.md); both adopted after a seventh
+    # (real_shadows_seventh_plan.md)
+    assert I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
+    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "delete4_halves"
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -367,10 +364,10 @@ def test_readme_quotes_the_deleted_outcome():
     text = " ".join(_procedure_text("mixed", 100, 8).split())
     assert (f"jacksum covers it {js[0]['coverage']:.3f} / {js[1]['coverage']:.3f} (two pools of 128 "
             "pairs") in text
-    # since the sixth pool (real_shadows_sixth_plan.md) no rule names it at any count (the
-    # fallback at fewer draws: test_fewer_draws_read_the_fallback, with the rule named)
-    assert I.rules_for(8, 100)[("auc", "common")] == "jacksum"
-    assert "(`delete4_halves`)" not in text
+    # since the seventh pool (real_shadows_seventh_plan.md) the rule list names it at 8 pairs,
+    # not at another count (its fallback there)
+    assert I.rules_for(8, 100)[("auc", "common")] == I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"
+    assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
     # the simulation check (reported): the equal-epoch generator, seed 32
     import json
     sim = json.loads((ROOT / "results/coverage_deleted_seed32.json").read_text())["table"]
@@ -383,21 +380,19 @@ def test_readme_quotes_the_deleted_outcome():
     assert jss == js32 and d4s["runs"] == 500 and d4s["mean_width"] < d4["mean_width"]
     assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
             f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
-    # the report says the rule is out of use, and why (the sixth pool)
-    assert "until a sixth, fresh pool failed it" in text and "real_shadows_sixth_plan.md" in text
+    # the report says which figures take the rule, and from which plan (the seventh pool)
+    assert ("at the common point of matched held-out accuracy and of matched fit and at equal epochs "
+            "or budgets take `delete4_halves`") in text and "real_shadows_seventh_plan.md" in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
-def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_epochs_with_jacksum(
-        monkeypatch):
-    """The attack stage's bootstrap at 8 pairs: under today's rules (no real-shadow rule since
-    the sixth pool) it draws no delete-4 or halves rows and records jacksum at the common
-    point; with delete4_halves named for the common point, with 100 draws on the default
-    recipe it draws those rows and records delete4_halves; with 20 draws or another recipe
-    neither row is drawn and the fallback, jacksum, is recorded; all samples' AUC difference
-    at equal epochs is jacksum's, 1.96 sqrt(V_j + V_s), whatever the rows (the rule reverted
-    by bench/results/real_shadows_keypooled_plan.md)."""
-    from bnmem.attack import intervals as I
+def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
+    """The attack stage's bootstrap at 8 pairs under today's rules (classes A and E on
+    delete4_halves since bench/results/real_shadows_seventh_plan.md): with 100 draws on the
+    default recipe it draws the delete-4 and halves rows and records delete4_halves for AUC at
+    the common point and at equal epochs, where all samples' AUC difference is
+    1.96 sqrt(V_4 + max(V_h, 0)) and the clean samples' jacksum's; with 20 draws or another
+    recipe neither row is drawn and the fallback, jacksum, is recorded and read."""
     from bnmem.attack.stage import _resampled
     from bnmem.attack.intervals import variance_from_sd
     from bnmem.core.config import config_from_dict
@@ -406,12 +401,8 @@ def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_e
     m, n = 16, 600
     kind = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
     keep = keep_matrix(m, n, 0)
-    cases = ((None, 100, "jacksum", "lenet"),  # today's rules
-             ("delete4_halves", 100, "delete4_halves", "lenet"), ("delete4_halves", 20, "jacksum", "lenet"),
-             ("delete4_halves", 100, "jacksum", "resnet"))  # another recipe: no rows, jacksum
-    for named, draws, rule, arch in cases:
-        if named:
-            monkeypatch.setitem(I.MIXED_RULES, ("auc", "common"), named)
+    for draws, rule, arch in ((100, "delete4_halves", "lenet"), (20, "jacksum", "lenet"),
+                              (100, "jacksum", "resnet")):  # another recipe: no rows, jacksum
         cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n, "arch": arch,
                                 "shadow": {"n_models": m, "budgets": [], "workers": 1},
                                 "attack": {"model_bootstrap": draws}})
@@ -422,28 +413,34 @@ def test_the_stage_draws_the_delete4_rows_for_the_common_point_and_reads_equal_e
                          "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
-        assert mem["rules"]["auc@common"] == rule and mem["rules"]["auc@equal"] == "jacksum"
+        assert mem["rules"]["auc@common"] == rule and mem["rules"]["auc@equal"] == rule
         # rows no rule reads are not drawn: another recipe, or too few draws for V_h
         assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
             == (rule == "delete4_halves")
         eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
         for f in ("auc_all", "auc_clean"):
             v = {k: variance_from_sd(x) for k, x in eq[f]["sd"].items()}
-            assert eq[f]["rule"] == "jacksum"
-            assert eq[f]["hi"] - eq[f]["value"] == pytest.approx(1.96 * np.sqrt(v["jackknife"] + v["samples"]))
+            if f == "auc_all" and rule == "delete4_halves":
+                assert eq[f]["rule"] == "delete4_halves"
+                want = v["delete4"] + max(v["halves"], 0.0)
+            else:
+                assert eq[f]["rule"] == "jacksum"
+                want = v["jackknife"] + v["samples"]
+            assert eq[f]["hi"] - eq[f]["value"] == pytest.approx(1.96 * np.sqrt(want))
 
 
-def test_the_default_runs_common_point_reads_jacksum():
-    """On the committed default run (results/membership.json, dvc repro of this code), since
-    the sixth pool reverted delete4_halves: every comparison's AUC difference at a common
-    point is 1.96 sqrt(V_j + V_s) from its recorded SDs and records jacksum, and no delete-4
-    or halves rows were drawn; the overlap reads both, equal budgets jacksum."""
+def test_the_default_runs_auc_reads_the_delete4_rule():
+    """On the committed default run (results/membership.json, dvc repro of this code): every
+    comparison's all-sample AUC difference at the common point of matched held-out accuracy
+    and of matched fit, and at each equal budget, is 1.96 sqrt(V_4 + max(V_h, 0)) from its
+    recorded SDs and records delete4_halves; the loss and gap criteria and the clean samples'
+    AUC keep jacksum, the overlap both."""
     import json
     from bnmem.attack.intervals import variance_from_sd
     m = json.loads((ROOT / "results/membership.json").read_text())
-    assert m["rules"]["auc@common"] == "jacksum" and m["rules"]["auc@equal"] == "jacksum"
-    assert "delete4" not in m["segments"] and "halves" not in m["segments"]
-    n = 0
+    assert m["rules"]["auc@common"] == m["rules"]["auc@equal"] == "delete4_halves"
+    assert "delete4" in m["segments"] and "halves" in m["segments"]
+    n = n_eq = 0
     for comp, x in m["frontier"]["compare"].items():
         for crit, c in x["criteria"].items():
             for f, fig in c["figures"].items():
@@ -453,15 +450,24 @@ def test_the_default_runs_common_point_reads_jacksum():
                 if at["value"] is None or at["hi"] is None:
                     continue
                 v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
-                assert at["rule"] == "jacksum", (comp, crit, f)
-                want = v["jackknife"] + v["samples"]
-                n += f == "auc_all" and crit in ("heldout", "fit")
+                if f == "auc_all" and crit in ("heldout", "fit"):
+                    assert at["rule"] == "delete4_halves", (comp, crit)
+                    want = v["delete4"] + max(v["halves"], 0.0)
+                    n += 1
+                else:
+                    assert at["rule"] == "jacksum", (comp, crit, f)
+                    want = v["jackknife"] + v["samples"]
                 assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
                 if fig["overlap"].get("hi") is not None:  # the gap criterion has no overlap
                     assert fig["overlap"]["rule"] == "both", (comp, crit, f)
         for b in x["equal_budget"]:
-            assert b["auc_all"]["rule"] == "jacksum"
-    assert n == 2 * len(m["frontier"]["compare"])
+            a = b["auc_all"]
+            v = {k: variance_from_sd(s) for k, s in a["sd"].items()}
+            assert a["rule"] == "delete4_halves"
+            assert a["hi"] - a["value"] == pytest.approx(1.96 * np.sqrt(v["delete4"] + max(v["halves"], 0.0)),
+                                                        rel=1e-9)
+            n_eq += 1
+    assert n == 2 * len(m["frontier"]["compare"]) and n_eq >= 4 * len(m["frontier"]["compare"])
 
 
 @pytest.mark.slow  # loads pool B's stores (about 10 s)
@@ -492,8 +498,9 @@ def test_readme_quotes_the_fresh_pools_retest():
     d = rsp.load_pool(3, 200)
     t = rsd.table(d)
     c = t["E"]["rules"]["D4"]
-    # it stayed after pool D; a fifth pool reverted it (real_shadows_keypooled_plan.md)
-    assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "jacksum"
+    # it stayed after pool D; a fifth pool reverted it (real_shadows_keypooled_plan.md), a
+    # seventh brought it back (real_shadows_seventh_plan.md)
+    assert rsd.passes(c, rsd.BANDS["confirm"])[0] and I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
     flat = " ".join((ROOT / "README.md").read_text().split())
     assert (f"**{c['coverage']:.3f}** (lowest key {c['min']:.3f}) at {c['width_calibrated']:.2f}× "
             "the calibrated width") in flat

@@ -100,16 +100,15 @@ def test_report_quotes_the_matched_rules_studies():
     assert f"(up to {eqt:.3f})" in text
     from bnmem.attack.intervals import MIXED_RULES
     from bnmem.attack.intervals import HALVES_FALLBACK
-    # the simulated rules quoted here; jacksum at equal reads is the rule of every AUC figure
-    # (its real-shadow rule was reverted: bench/results/real_shadows_keypooled_plan.md); the
-    # common point's simulated rule, jacksum, is the fallback of its real-shadow rule
-    # (bench/results/real_shadows_keypooled_plan.md) off the default recipe or pair count
-    assert MIXED_RULES[("auc", "common")] == "jacksum" and MIXED_RULES[("auc", "overlap")] == "both"
-    assert "back on jacksum, which covers 0.990 / 0.995 there" in text  # the sixth pool's revert
+    # the simulated rules quoted here: jacksum at the common point and at equal reads is the
+    # fallback of their real-shadow rule (bench/results/real_shadows_seventh_plan.md) off the
+    # default recipe or pair count, and the rule of every other AUC figure of those reads
+    assert MIXED_RULES[("auc", "common")] == "delete4_halves" and MIXED_RULES[("auc", "overlap")] == "both"
+    assert "where jacksum covers 0.990 / 0.995 at 1.53-1.67 times a calibrated width" in text  # the seventh pool
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert MIXED_RULES[("tpr", "common")] == "pairs_t"
     assert {MIXED_RULES[("mem", r)] for r in ("common", "overlap")} == {"jacksum"}
-    assert MIXED_RULES[("auc", "equal")] == "jacksum" and ("auc", "equal") not in HALVES_FALLBACK
+    assert MIXED_RULES[("auc", "equal")] == "delete4_halves" and HALVES_FALLBACK[("auc", "equal")] == "jacksum"
     assert "AUC (averaged over a matched criterion's overlap)" in text  # the rule list names the read
 
 

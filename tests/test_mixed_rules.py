@@ -36,10 +36,11 @@ def test_the_studys_candidates_are_the_pipelines_procedures(rule):
     assert hi[0] - draws[0] != pytest.approx(other[1] - draws[0], rel=1e-4)  # it can fail
 
 
-@pytest.mark.parametrize("named", [None, "delete4_halves"])
+@pytest.mark.parametrize("named", [None, "jacksum"])
 def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
-    """Each (family, read) reads its rule; with a delete-d rule named (none is today) the
-    figures it was not studied on read its fallback and the one it was studied on reads it."""
+    """Each (family, read) reads its rule; the delete-d rule in use (the AUC difference at the
+    common point and at equal budgets) is read by the figures it was studied on and its
+    fallback by the others; with the common point's rule named jacksum, that read has none."""
     from bnmem.attack import intervals
     if named:
         monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), named)
@@ -61,11 +62,10 @@ def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
             seen.add(proc)
             ref = IntervalPlan(proc, 8, {d: SEGMENTS[d] for d in designs(proc)})
             assert mixed.ci(0.02, draws, tagged) == ref.ci(0.02, draws, "x")
-    # the named rule is read where it was studied (and only there: the loop above)
-    assert (named in seen) if named else not seen & set(DELETED_PROCEDURES)
-    if named:
-        assert mixed_procedure("auc_all/heldout@common") == named
-        assert mixed_procedure("auc_all@common") == HALVES_FALLBACK[("auc", "common")]
+    # the delete-d rule is read where it was studied (and only there: the loop above)
+    assert "delete4_halves" in seen and mixed_procedure("auc_all@equal") == "delete4_halves"
+    assert mixed_procedure("auc_all/heldout@common") == (named or "delete4_halves")
+    assert mixed_procedure("auc_all@common") == HALVES_FALLBACK[("auc", "common")] == "jacksum"
     with pytest.raises(ValueError, match="auc_all@matched"):
         mixed_procedure("auc_all@matched")
 
@@ -111,13 +111,14 @@ def test_frontier_reads_are_tagged_with_their_read():
 REAL = {"halves": "lean", "delete4": "lean"}  # delete4_halves reads all samples' AUC alone
 
 
-D4 = {("auc", "common"): "delete4_halves"}  # the real-shadow rule (in use until the sixth pool)
+D4 = {("auc", "common"): "delete4_halves"}  # the real-shadow rule (in use since the seventh pool)
+NO_D4 = {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum"}  # the rules before it
 
 
 @pytest.mark.parametrize("change, level", [
-    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
-    (D4, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
-    ({("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read; no delete-4 rule left
+    ({}, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
+    (NO_D4, {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
+    ({**NO_D4, ("auc", "common"): "pairs_t"},  # pairs: TPR and a two-run AUC read; no delete-4 rule
      {"jackknife": "full", "samples": "full", "pairs": "endpoints", "both": "endpoints"}),
     ({("auc", "equal"): "both", **D4},  # auc_identity@equal is the per-epoch curve's last epoch
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
@@ -125,7 +126,7 @@ D4 = {("auc", "common"): "delete4_halves"}  # the real-shadow rule (in use until
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
     ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum", **D4},  # TPR alone: no curve, no subset
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean", **REAL}),
-    ({("auc", "overlap"): "jacksum", ("auc", "common"): "jacksum"},  # no joint, halves or delete-4 rule
+    ({("auc", "overlap"): "jacksum", **NO_D4},  # no joint, halves or delete-4 rule
      {"jackknife": "full", "samples": "full", "pairs": "lean"}),
 ])
 def test_row_levels_follow_what_each_design_is_read_for(change, level):
