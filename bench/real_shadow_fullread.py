@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import lscpu  # noqa: E402
 import real_shadow_coverage as C  # noqa: E402
+import real_shadow_halves as H  # noqa: E402
 import real_shadow_anova as RA  # noqa: E402
 import real_shadow_pareto as P  # noqa: E402
 import real_shadow_rules as R  # noqa: E402
@@ -239,10 +240,7 @@ def load_all() -> tuple[list[dict], dict]:
 
 
 def table_main(a: argparse.Namespace) -> None:
-    text = "\n".join(table(*load_all())[0]) + "\n"
-    if a.out:
-        Path(a.out).write_text(text)
-    print(text)
+    H.write("\n".join(table(*load_all())[0]), a.out)
 
 
 def main() -> None:

@@ -11,17 +11,14 @@ with the pooled floors (0.93 / 0.92); else the class keeps its rule.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import real_shadow_deleted as D  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
 import real_shadow_keypooled as K  # noqa: E402
-import real_shadow_pooled as P  # noqa: E402
 import real_shadow_rules as R  # noqa: E402
 import real_shadow_sixth as S  # noqa: E402
 
@@ -46,23 +43,9 @@ def decide(per_pool: dict, seven: dict) -> dict:
 
 
 def markdown(per_pool: dict, seven: dict, dec: dict, head: dict) -> str:
-    names = list(per_pool)
-    L = ["# Real shadows: a seventh pool (G) re-checks D4 for the three AUC classes", "",
-         "Plan: [real_shadows_seventh_plan.md](real_shadows_seventh_plan.md) (written before any of "
-         "pool G's AUC figures). `python bench/real_shadow_seventh.py --out "
-         "bench/results/real_shadows_seventh.md`. V_4 in split-mean form; band [0.93, 0.97]; key "
-         f"floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} on pool {FRESH} alone, "
-         f"{K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the seven pools (equal weights).",
-         "", "## D4 per pool (class coverage)", "",
-         "| class | " + " | ".join(f"pool {p}" for p in names) + " |", "|---|" + "---|" * len(names)]
-    for cls in DECIDED:
-        L.append(f"| {cls}: {R.LABEL[cls]} | " + " | ".join(
-            f"{per_pool[p][cls]['rules']['D4']['coverage']:.3f}" for p in names) + " |")
-    L += ["", f"The headline key (`{S.HEADLINE}`, BN − none at matched held-out accuracy), D4 per pool: "
-          + ", ".join(f"{p} {v:.3f}" for p, v in head.items()) + "; over the seven pools "
-          f"{np.mean(list(head.values())):.3f}.", "",
-          f"## Pool {FRESH} alone", "", *K.HEAD]
-    L += [K._row(f"{cls}: {R.LABEL[cls]}", per_pool[FRESH][cls]["rules"]["D4"]) for cls in DECIDED]
+    L = S.head_lines("a seventh pool (G) re-checks D4 for the three AUC classes", "seventh",
+                     "written before any of pool G's AUC figures", FRESH, "seven", DECIDED,
+                     per_pool, head)
     L += ["", f"Pool {FRESH}, the rules in use (deciding nothing):", ""]
     for cls in DECIDED:
         t = per_pool[FRESH][cls]
@@ -91,14 +74,11 @@ def markdown(per_pool: dict, seven: dict, dec: dict, head: dict) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-    pools = {name: P.load_pool(seed, n) for name, seed, n in POOLS}
-    per_pool = {p: D.table(d) for p, d in pools.items()}
+    out = S.out_argument(__doc__)
+    pools, per_pool = S.load_tables(POOLS)
     seven = {cls: K.pooled_cell(list(pools.values()), cls) for cls in DECIDED}
     dec = decide(per_pool, seven)
-    H.write(markdown(per_pool, seven, dec, S.headline(pools)), a.out)
+    H.write(markdown(per_pool, seven, dec, S.headline(pools)), out)
 
 
 if __name__ == "__main__":

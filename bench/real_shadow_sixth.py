@@ -48,24 +48,33 @@ def headline(pools: dict) -> dict:
     return {name: float(np.nanmean(K._records(d, DECIDED, HEADLINE, "D4")[0])) for name, d in pools.items()}
 
 
-def markdown(per_pool: dict, six: dict, dec: dict, head: dict) -> str:
+def head_lines(title: str, plan: str, written: str, fresh: str, many: str, classes: tuple,
+               per_pool: dict, head: dict) -> list[str]:
+    """A fresh-pool table's first part: title, plan and command, D4 per pool, the headline
+    key, and the fresh pool's cells (`many`: "six", "seven")."""
     names = list(per_pool)
-    L = ["# Real shadows: a sixth pool (F) re-checks D4 for class A", "",
-         "Plan: [real_shadows_sixth_plan.md](real_shadows_sixth_plan.md) (written before pool F's "
-         "halves and delete-d stores existed). `python bench/real_shadow_sixth.py --out "
-         "bench/results/real_shadows_sixth.md`. V_4 in split-mean form; band [0.93, 0.97]; key "
-         f"floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} on pool F alone, "
-         f"{K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the six pools (equal weights).",
+    L = [f"# Real shadows: {title}", "",
+         f"Plan: [real_shadows_{plan}_plan.md](real_shadows_{plan}_plan.md) ({written}). "
+         f"`python bench/real_shadow_{plan}.py --out bench/results/real_shadows_{plan}.md`. V_4 in "
+         f"split-mean form; band [0.93, 0.97]; key floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} "
+         f"on pool {fresh} alone, {K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the "
+         f"{many} pools (equal weights).",
          "", "## D4 per pool (class coverage)", "",
          "| class | " + " | ".join(f"pool {p}" for p in names) + " |", "|---|" + "---|" * len(names)]
-    for cls in (DECIDED, *REPORTED):
+    for cls in classes:
         L.append(f"| {cls}: {R.LABEL[cls]} | " + " | ".join(
             f"{per_pool[p][cls]['rules']['D4']['coverage']:.3f}" for p in names) + " |")
     L += ["", f"The headline key (`{HEADLINE}`, BN − none at matched held-out accuracy), D4 per pool: "
-          + ", ".join(f"{p} {v:.3f}" for p, v in head.items()) + "; over the six pools "
+          + ", ".join(f"{p} {v:.3f}" for p, v in head.items()) + f"; over the {many} pools "
           f"{np.mean(list(head.values())):.3f}.", "",
-          f"## Pool {FRESH} alone", "", *K.HEAD]
-    L += [K._row(f"{cls}: {R.LABEL[cls]}", per_pool[FRESH][cls]["rules"]["D4"]) for cls in (DECIDED, *REPORTED)]
+          f"## Pool {fresh} alone", "", *K.HEAD]
+    return L + [K._row(f"{cls}: {R.LABEL[cls]}", per_pool[fresh][cls]["rules"]["D4"]) for cls in classes]
+
+
+def markdown(per_pool: dict, six: dict, dec: dict, head: dict) -> str:
+    L = head_lines("a sixth pool (F) re-checks D4 for class A", "sixth",
+                   "written before pool F's halves and delete-d stores existed", FRESH, "six",
+                   (DECIDED, *REPORTED), per_pool, head)
     L += ["", "## The six pools per key, weighted equally", "", *K.HEAD]
     L += [K._row(f"{cls}: {R.LABEL[cls]}", six[cls]) for cls in (DECIDED, *REPORTED)]
     L += ["", "Per key over the six pools (coverage / with T_s x 1.5):", ""]
@@ -86,15 +95,25 @@ def markdown(per_pool: dict, six: dict, dec: dict, head: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def load_tables(spec: tuple) -> tuple[dict, dict]:
+    """({pool: its stores}, {pool: real_shadow_deleted.table}) for (name, seed, subsets) pools."""
+    pools = {name: P.load_pool(seed, n) for name, seed, n in spec}
+    return pools, {p: D.table(d) for p, d in pools.items()}
+
+
+def out_argument(doc: str) -> Path | None:
+    """The scripts' one option, --out (where to write the table besides stdout)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-    pools = {name: P.load_pool(seed, n) for name, seed, n in POOLS}
-    per_pool = {p: D.table(d) for p, d in pools.items()}
+    return ap.parse_args().out
+
+
+def main() -> None:
+    out = out_argument(__doc__)
+    pools, per_pool = load_tables(POOLS)
     six = {cls: K.pooled_cell(list(pools.values()), cls) for cls in (DECIDED, *REPORTED)}
     dec = decide(per_pool, six)
-    H.write(markdown(per_pool, six, dec, headline(pools)), a.out)
+    H.write(markdown(per_pool, six, dec, headline(pools)), out)
 
 
 if __name__ == "__main__":
