@@ -14,8 +14,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_shadow_halves as H  # noqa: E402
 import real_shadow_keypooled as K  # noqa: E402
