@@ -392,7 +392,8 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
     default recipe it draws the delete-4 and halves rows and records delete4_halves for AUC at
     the common point and at equal epochs, where all samples' AUC difference is
     1.96 sqrt(V_4 + max(V_h, 0)) and the clean samples' jacksum's; with 20 draws or another
-    recipe neither row is drawn and the fallback, jacksum, is recorded and read."""
+    recipe neither row is drawn and the fallback, jacksum, is recorded and read; a comparison
+    with an arm outside the real shadows' (GroupNorm) reads jacksum from the same rows."""
     from bnmem.attack.stage import _resampled
     from bnmem.attack.intervals import variance_from_sd
     from bnmem.core.config import config_from_dict
@@ -401,9 +402,11 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
     m, n = 16, 600
     kind = np.where(np.arange(n) < 60, 1, 0).astype(np.int8)
     keep = keep_matrix(m, n, 0)
-    for draws, rule, arch in ((100, "delete4_halves", "lenet"), (20, "jacksum", "lenet"),
-                              (100, "jacksum", "resnet")):  # another recipe: no rows, jacksum
-        cfg = config_from_dict({"arms": ["none", "batchnorm"], "pool_size": n, "arch": arch,
+    for draws, rule, arch, other in ((100, "delete4_halves", "lenet", "batchnorm"),
+                                     (20, "jacksum", "lenet", "batchnorm"),
+                                     (100, "jacksum", "resnet", "batchnorm"),  # another recipe
+                                     (100, "delete4_halves", "lenet", "groupnorm")):  # another arm
+        cfg = config_from_dict({"arms": ["none", other], "pool_size": n, "arch": arch,
                                 "shadow": {"n_models": m, "budgets": [], "workers": 1},
                                 "attack": {"model_bootstrap": draws}})
         data = {}
@@ -417,10 +420,10 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
         # rows no rule reads are not drawn: another recipe, or too few draws for V_h
         assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
             == (rule == "delete4_halves")
-        eq = mem["compare"]["batchnorm_minus_none"]["equal_epochs"]
+        (eq,) = (c["equal_epochs"] for c in mem["compare"].values())
         for f in ("auc_all", "auc_clean"):
             v = {k: variance_from_sd(x) for k, x in eq[f]["sd"].items()}
-            if f == "auc_all" and rule == "delete4_halves":
+            if f == "auc_all" and rule == "delete4_halves" and other == "batchnorm":
                 assert eq[f]["rule"] == "delete4_halves"
                 want = v["delete4"] + max(v["halves"], 0.0)
             else:

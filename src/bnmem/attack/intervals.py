@@ -307,9 +307,10 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # delete4_halves (the delete-4 jackknife plus the halves' samples' part) from the seventh
 # plan (bench/results/real_shadows_seventh_plan.md: a seventh, fresh pool G passed with
 # the sixth plan's gates unchanged, 0.957 / 0.954 on pool G, 0.952 / 0.954 over seven pools
-# per key, lowest key 0.936 / 0.939). Its third fresh pool for each: the common point was
-# adopted on five pools (keypooled plan) and reverted by pool F (0.922 where V_h's floor
-# binds, under 0.93); equal budgets failed the key floors of pools E and F (0.906, 0.909).
+# per key, lowest key 0.936 / 0.939). Judged on every pool as it came, with no stopping
+# rule: the common point not confirmed on pools C, B, D, adopted on E under redesigned gates
+# (keypooled plan), reverted by F (0.922 where V_h's floor binds, under 0.93); equal budgets
+# adopted on C and B, kept on D, failed the key floors of E and F (0.906, 0.909).
 # Over the overlap the rule failed pool E's key floor (0.907) and pool G's "where V_h's
 # floor is free" (0.973 > 0.97): `both` stays. It is an empirical rule, not a consistent
 # variance: V_4 still overstates the pairs' variance about 1.2-1.3x there, which at 1.96

@@ -367,8 +367,9 @@ def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: st
         if "epoch" in out["arms"][arm]:  # the epochs the within-run curve was recorded at
             out["arms"][arm]["epoch"]["epochs"] = data[arm]["epochs"].tolist()
     for a, b in comparison_pairs(arms):
+        # an arm outside the real shadows' (GroupNorm, LayerNorm, DP) reads the fallbacks
         out["compare"][f"{a}_minus_{b}"] = compare(
-            draws[a], draws[b], plan=plan,
+            draws[a], draws[b], plan=intervals.for_arms(plan, a, b),
             epochs_at=(data[a].get("epochs"), data[b].get("epochs")))
     budgets = [*budget_epochs(cfg), cfg.train.epochs]
     ends = {arm: [d["endpoints"] for d in draws[arm]] for arm in arms}
