@@ -52,7 +52,7 @@ def _meta_pool(seed: int) -> str:
 
 def half_reads(label: str, seed: int) -> dict:
     """{key: the 64-pair reads of SPLITS random splits of the pool's pairs, both halves each}."""
-    n_pairs = _load(label, seed)
+    n_pairs = P.load_logits(label, seed)[0]
     out: dict = {}
     for s in range(SPLITS):
         perm = np.random.default_rng([seed, 0x64, s]).permutation(n_pairs)
@@ -60,14 +60,6 @@ def half_reads(label: str, seed: int) -> dict:
             for k, v in P.pool_reads(np.sort(half))[0].items():
                 out.setdefault(k, []).append(v)
     return out
-
-
-def _load(label: str, seed: int) -> int:
-    pool_dir = Path(f"/work/realpool{seed}")
-    if C.fingerprint(pool_dir) != _meta_pool(seed):
-        raise SystemExit(f"pool {label}: {pool_dir} is not the pool its stores were written on")
-    C._DATA.update(C.load(pool_dir))
-    return C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
 
 
 def weighted_reads(cells: dict, w: np.ndarray) -> dict:
@@ -101,7 +93,7 @@ def weighted_reads(cells: dict, w: np.ndarray) -> dict:
 def boot_reads(label: str, seed: int) -> dict:
     """{key: the read on all the pool's pairs under each of BOOT stratified reweightings of
     its samples} (amendment 1)."""
-    n_pairs = _load(label, seed)
+    n_pairs = P.load_logits(label, seed)[0]
     w = bootstrap_weights(C._DATA["kind"], BOOT, np.random.default_rng([seed, 0xB0, 0x07]))
     return weighted_reads(RA._cells(np.arange(n_pairs)), w)
 

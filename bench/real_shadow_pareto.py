@@ -470,18 +470,24 @@ def pool_reads(pairs: np.ndarray) -> tuple[dict, dict]:
     return reads, sources
 
 
+def load_logits(label: str, seed: int) -> tuple[int, str]:
+    """Loads pool `seed`'s logits (/work/realpool<seed>) into C._DATA, refusing a pool whose
+    fingerprint is not its main store's: (its pairs, its fingerprint)."""
+    pool_dir = Path(f"/work/realpool{seed}")
+    fp = C.fingerprint(pool_dir)
+    if fp != json.loads((ROOT / "results" / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]:
+        raise SystemExit(f"pool {label}: {pool_dir} is not the pool its stores were written on")
+    C._DATA.update(C.load(pool_dir))
+    return C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2, fp
+
+
 def full_pool(label: str, seed: int, subsets: int, check_vj: bool = True) -> dict:
     """From a pool's logits: {"pool": fingerprint, "reads": {key: the read on all its pairs},
     "sources": {key: its Pareto sources per arm}, "vj": the plan's V_j check}. The check: in every record (no tie) where no delete-one row
     changes either arm's Pareto source, the chosen pair's V_j equals the store's (1e-9
     relative); counts of the records with a source change, and of those whose V_j differs."""
-    pool_dir = Path(f"/work/realpool{seed}")
     d = load(label, seed, subsets)
-    C._DATA.update(C.load(pool_dir))
-    n_pairs = C._DATA["arms"]["none"][-1]["keep"].shape[0] // 2
-    fp = C.fingerprint(pool_dir)
-    if fp != json.loads((ROOT / "results" / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]:
-        raise SystemExit(f"pool {label}: {pool_dir} is not the pool its stores were written on")
+    n_pairs, fp = load_logits(label, seed)
     reads, sources = pool_reads(np.arange(n_pairs))
     no_jump = jump = jump_differs = bad = 0
     for u in range(subsets if check_vj else 0):

@@ -134,7 +134,7 @@ def test_the_committed_reads_recompute_from_the_logits():
     the first bootstrap reweightings and the first split's half reads recompute."""
     RA, C, P = F.RA, F.C, F.P
     want = json.loads(F.OUT.read_text())
-    n = F._load("G", 7)  # refuses a pool whose fingerprint is not the stores'
+    n = F.P.load_logits("G", 7)[0]  # refuses a pool whose fingerprint is not the stores'
     reads, sources = P.pool_reads(np.arange(n))
     assert sources == want["G"]["sources"]
     assert reads == pytest.approx(want["G"]["reads"], abs=1e-12)
