@@ -177,11 +177,11 @@ def free_resampled(d: dict, cls: str, rule: str, seed: int = 11, boot: int = 200
             "range": [float(x) for x in np.percentile(bs, [2.5, 97.5])]}
 
 
-def passes(c: dict, band: tuple[float, float], floors: tuple[float, float] = (0.92, 0.92)
-           ) -> tuple[bool, str]:
+def passes(c: dict, band: tuple[float, float], floors: tuple[float, float] = (0.92, 0.92),
+           split_upper: bool = True) -> tuple[bool, str]:
     """The plan's criteria (i)-(iv), (v') and (vi) with pooled band `band` and the key floors
-    of (ii) and (iv): (ok, why not)."""
-    return H.passes(c, band, b8=True, floors=floors)
+    of (ii) and (iv) (split_upper: real_shadow_halves.passes'): (ok, why not)."""
+    return H.passes(c, band, b8=True, floors=floors, split_upper=split_upper)
 
 
 def select(tab: dict, cls: str) -> tuple[str, str]:

@@ -157,30 +157,39 @@ def decision(f: dict) -> dict:
     return res
 
 
-def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
+HEAD = ("## Against the read on all of a pool's pairs: pool G (plan: real_shadows_fullread_plan.md)",
+        "`python bench/real_shadow_fullread.py table` from the committed stores and "
+        "results/real_shadows_fullread.json (`compute`: pool G's read on its 128 pairs, and on "
+        f"every pool {SPLITS} random splits into two 64-pair halves). ")
+
+
+def table(pools: list[dict], full: dict, head: tuple[str, str] = HEAD, many: str = "seven",
+          outcome: tuple[str, str] = ("caveat dropped", "caveat stays")) -> tuple[list[str], dict]:
+    """The plan's table; the fresh pool is the last of `pools` (`many`: how many, in words;
+    `head`: the title and the opening of the first paragraph; `outcome`: the words for K1 /
+    K2 passing or not)."""
     f = figures(pools, full)
     dec = decision(f)
     labels = [d["label"] for d in pools]
-    L = ["## Against the read on all of a pool's pairs: pool G (plan: real_shadows_fullread_plan.md)", "",
-         "`python bench/real_shadow_fullread.py table` from the committed stores and "
-         "results/real_shadows_fullread.json (`compute`: pool G's read on its 128 pairs, and on "
-         f"every pool {SPLITS} random splits into two 64-pair halves). Rule: jacksum (in use). "
+    fresh, Many = labels[-1], many.capitalize()
+    L = [head[0], "",
+         head[1] + "Rule: jacksum (in use). "
          "theta_full: the read on all of the pool's pairs at its samples; mu: the mean of the "
-         "8-pair reads (every earlier plan's truth). Seven pools: " + ", ".join(labels)
-         + f", weighted equally per key; pool {FRESH[0]} is the fresh one.", "",
+         f"8-pair reads (every earlier plan's truth). {Many} pools: " + ", ".join(labels)
+         + f", weighted equally per key; pool {fresh} is the fresh one.", "",
          "### Decision (K1, K2)", "",
-         f"| key | pool {FRESH[0]}: covers theta_full (gate 1, ≥ {FRESH_FLOOR:.2f}) | seven pools: "
-         f"covers theta_full (gate 2, ≥ {POOLED_FLOOR:.2f}) | pool {FRESH[0]} / seven pools: covers mu | outcome |",
+         f"| key | pool {fresh}: covers theta_full (gate 1, ≥ {FRESH_FLOOR:.2f}) | {many} pools: "
+         f"covers theta_full (gate 2, ≥ {POOLED_FLOOR:.2f}) | pool {fresh} / {many} pools: covers mu | outcome |",
          "|---|---|---|---|---|"]
     for k in KEYS:
         r = dec[k]
         L.append(f"| `{k}` | {r['fresh']:.3f} ({'passes' if r['gate1'] else 'fails'}) | "
                  f"{r['pooled']:.3f} ({'passes' if r['gate2'] else 'fails'}) | "
                  f"{f[k]['mu'][-1]:.3f} / {np.mean(f[k]['mu']):.3f} | "
-                 f"{'caveat dropped' if r['passes'] else 'caveat stays'} |")
+                 f"{outcome[0] if r['passes'] else outcome[1]} |")
     L += ["", "### Every memorization key at the common point (reported, deciding nothing)", "",
-          f"| key | (mu − theta_full) / sqrt(T_p), pool {FRESH[0]} | pool {FRESH[0]}: covers theta_full / mu | "
-          "seven pools: covers theta_full / mu | (mean 64-pair read − theta_full) / sqrt(T_p), per pool "
+          f"| key | (mu − theta_full) / sqrt(T_p), pool {fresh} | pool {fresh}: covers theta_full / mu | "
+          f"{many} pools: covers theta_full / mu | (mean 64-pair read − theta_full) / sqrt(T_p), per pool "
           + ", ".join(labels) + " | b_s / sqrt(T_p), per pool " + ", ".join(labels) + " |",
           "|---|---|---|---|---|---|"]
     for k in P.keys_of():
@@ -194,12 +203,12 @@ def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
     L += ["", f"b_s: the samples' bootstrap estimate of the full read's bias ({BOOT} stratified "
           "reweightings of the pool's samples, all its pairs; amendment 1). Against the "
           "bias-corrected target theta_full − b_s, jacksum covers " + "; ".join(
-              f"`{k}` {f[k]['corrected'][-1]:.3f} on pool {FRESH[0]}, {np.mean(f[k]['corrected']):.3f} "
-              "over seven (per pool " + ", ".join(f"{x:.3f}" for x in f[k]["corrected"]) + ")"
+              f"`{k}` {f[k]['corrected'][-1]:.3f} on pool {fresh}, {np.mean(f[k]['corrected']):.3f} "
+              f"over {many} (per pool " + ", ".join(f"{x:.3f}" for x in f[k]["corrected"]) + ")"
               for k in KEYS) + "."]
     L += ["", "### After the review (exploratory, deciding nothing)", "",
           "Skewness of the 8-pair reads (all the reads mu and T_p come from, "
-          f"{pools[-1]['points'][KEYS[0]].size} on pool {FRESH[0]}; and the judged runs', the "
+          f"{pools[-1]['points'][KEYS[0]].size} on pool {fresh}; and the judged runs', the "
           f"{pools[-1]['hcov'][KEYS[0]].shape[0]} coverage subsets) and of the full read under the "
           "samples' reweightings, per pool " + ", ".join(labels) + ":", "",
           "| key | 8-pair reads, all | 8-pair reads, the judged runs | full read, samples reweighted |",
@@ -207,12 +216,12 @@ def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
     for k in KEYS:
         L.append(f"| `{k}` | " + " | ".join(", ".join(f"{x:+.2f}" for x in f[k][c])
                                            for c in ("skew", "run_skew", "boot_skew")) + " |")
-    vj = full[FRESH[0]]["vj"]
-    L += ["", f"Class (12 keys): pool {FRESH[0]} covers theta_full {np.mean(clsg['theta']):.3f} "
+    vj = full[fresh]["vj"]
+    L += ["", f"Class (12 keys): pool {fresh} covers theta_full {np.mean(clsg['theta']):.3f} "
           f"(lowest key {min(clsg['theta']):.3f}) / mu {np.mean(clsg['mu']):.3f} (lowest "
-          f"{min(clsg['mu']):.3f}); seven pools theta_full {np.mean(cls['theta']):.3f} (lowest "
+          f"{min(clsg['mu']):.3f}); {many} pools theta_full {np.mean(cls['theta']):.3f} (lowest "
           f"{min(cls['theta']):.3f}) / mu {np.mean(cls['mu']):.3f} (lowest {min(cls['mu']):.3f}).", "",
-          f"Pool {FRESH[0]}'s V_j check (as for pools A–F, `real_shadow_pareto.full_pool`): "
+          f"Pool {fresh}'s V_j check (as for pools {labels[0]}–{labels[-2]}, `real_shadow_pareto.full_pool`): "
           f"{vj['no_source_change']} records without a source change, V_j equal to the store's in "
           f"{vj['equal_there']}; {vj['source_change']} with one, V_j differs in {vj['differs_there']}."]
     return L, {"figures": f, "decision": dec}

@@ -267,19 +267,21 @@ MIN_BOUND = 50  # amendment 3
 
 
 def passes(c: dict, band: tuple[float, float], q2: float | None = None, b8: bool = False,
-           floors: tuple[float, float] = (0.92, 0.92)) -> tuple[bool, str]:
+           floors: tuple[float, float] = (0.92, 0.92), split_upper: bool = True) -> tuple[bool, str]:
     """The plan's criteria (i)-(vi) with pooled band `band` (q2: the class's mean V_h / B8,
     gate (v), where it applies; b8: the deleted plan's gate (v'), the pooled coverage with
     V_h rescaled to B8, c["b8"], in the band; floors: the key floors of (ii) and (iv), the
-    keypooled plan's amendment setting others): (ok, why not)."""
+    keypooled plan's amendment setting others; split_upper=False: the eighth plan's gates,
+    where V_h's floor binds or is free only the lower end 0.93 counts): (ok, why not)."""
     why = []
+    top = 0.97 if split_upper else np.inf
     if not band[0] <= c["coverage"] <= band[1]:
         why.append(f"pooled {c['coverage']:.3f}")
     if c["min"] < floors[0]:
         why.append(f"lowest key {c['min']:.3f}")
-    if not 0.93 <= c["free"] <= 0.97:
+    if not 0.93 <= c["free"] <= top:
         why.append(f"where the floor is free {c['free']:.3f}")
-    if c["n_bound"] >= MIN_BOUND and not 0.93 <= c["bound"] <= 0.97:
+    if c["n_bound"] >= MIN_BOUND and not 0.93 <= c["bound"] <= top:
         why.append(f"where the floor binds {c['bound']:.3f}")
     if c["ts15"]["min"] < floors[1]:
         why.append(f"lowest key at T_s x 1.5 {c['ts15']['min']:.3f}")

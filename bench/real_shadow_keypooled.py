@@ -66,11 +66,11 @@ def chances(p: float = 0.95, p15: float = 0.94, keys: int = KEYS_PER_CLASS) -> d
             "short_091_one_pool": key_pass(200, 0.91), "subsets_pooled": total}
 
 
-def gates(c: dict, band: tuple[float, float] = BAND, floors: tuple[float, float] = (FLOOR, FLOOR)
-          ) -> tuple[bool, str]:
+def gates(c: dict, band: tuple[float, float] = BAND, floors: tuple[float, float] = (FLOOR, FLOOR),
+          split_upper: bool = True) -> tuple[bool, str]:
     """The confirmation gates (real_shadow_deleted.passes: (i)-(iv), (v'), (vi)) with the key
-    floors of (ii) and (iv) set: (ok, why not)."""
-    return D.passes(c, band, floors)
+    floors of (ii) and (iv) set (split_upper: real_shadow_halves.passes'): (ok, why not)."""
+    return D.passes(c, band, floors, split_upper)
 
 
 def _records(d: dict, cls: str, key: str, rule: str, ts_scale: float = 1.0,

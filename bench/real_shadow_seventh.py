@@ -40,24 +40,29 @@ def decide(per_pool: dict, seven: dict) -> dict:
     return out
 
 
-def markdown(per_pool: dict, seven: dict, dec: dict, head: dict) -> str:
-    L = S.head_lines("a seventh pool (G) re-checks D4 for the three AUC classes", "seventh",
-                     "written before any of pool G's AUC figures", FRESH, "seven", DECIDED,
-                     per_pool, head)
-    L += ["", f"Pool {FRESH}, the rules in use (deciding nothing):", ""]
+TITLE = ("a seventh pool (G) re-checks D4 for the three AUC classes", "seventh",
+         "written before any of pool G's AUC figures")
+
+
+def markdown(per_pool: dict, seven: dict, dec: dict, head: dict, fresh: str = FRESH,
+             many: str = "seven", title: tuple[str, str, str] = TITLE) -> str:
+    """The table; `fresh`: the fresh pool, `many`: how many pools, in words; `title`: (title,
+    the plan's name, when it was written)."""
+    L = S.head_lines(title[0], title[1], title[2], fresh, many, DECIDED, per_pool, head)
+    L += ["", f"Pool {fresh}, the rules in use (deciding nothing):", ""]
     for cls in DECIDED:
-        t = per_pool[FRESH][cls]
+        t = per_pool[fresh][cls]
         today = t["today"]
         if today in t["rules"]:
             c = t["rules"][today]
             L.append(f"- {cls}: {H.name(today)} covers {c['coverage']:.3f} at "
                      f"{c['width_calibrated']:.2f}x the calibrated width")
         else:
-            L.append(f"- {cls}: {H.name(today)}: not in pool {FRESH}'s stores (no coverage subsets "
+            L.append(f"- {cls}: {H.name(today)}: not in pool {fresh}'s stores (no coverage subsets "
                      "with the samples' rows)")
-    L += ["", "## The seven pools per key, weighted equally", "", *K.HEAD]
+    L += ["", f"## The {many} pools per key, weighted equally", "", *K.HEAD]
     L += [K._row(f"{cls}: {R.LABEL[cls]}", seven[cls]) for cls in DECIDED]
-    L += ["", "Per key over the seven pools (coverage / with T_s x 1.5):", ""]
+    L += ["", f"Per key over the {many} pools (coverage / with T_s x 1.5):", ""]
     for cls in DECIDED:
         c = seven[cls]
         L.append(f"- {cls}: " + "; ".join(f"`{k}` {a:.3f} / {b:.3f}" for k, a, b in
@@ -65,8 +70,8 @@ def markdown(per_pool: dict, seven: dict, dec: dict, head: dict) -> str:
     L += ["", "## Outcome", ""]
     for cls in DECIDED:
         g1, g2 = dec[cls]["gate1"], dec[cls]["gate2"]
-        L += [f"- Class {cls} ({R.LABEL[cls]}): gate 1 (pool {FRESH} alone) "
-              + ("passes" if g1[0] else "fails: " + g1[1]) + "; gate 2 (seven pools per key) "
+        L += [f"- Class {cls} ({R.LABEL[cls]}): gate 1 (pool {fresh} alone) "
+              + ("passes" if g1[0] else "fails: " + g1[1]) + f"; gate 2 ({many} pools per key) "
               + ("passes" if g2[0] else "fails: " + g2[1]) + f". **{dec[cls]['action']}**"]
     return "\n".join(L) + "\n"
 
