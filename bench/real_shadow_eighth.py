@@ -73,8 +73,12 @@ def decide(per_pool: dict, pooled: dict, fresh: str) -> dict:
     return out
 
 
-def auc_part(spec: tuple) -> tuple[str, dict]:
-    pools, per_pool = S.load_tables(spec)
+def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str, dict]:
+    """The AUC part's text and figures for the pools of `spec`, the last fresh (`loaded`:
+    S.load_tables of these pools or more, to take them from)."""
+    pools, per_pool = loaded or S.load_tables(spec)
+    names = [name for name, _, _ in spec]
+    pools, per_pool = {p: pools[p] for p in names}, {p: per_pool[p] for p in names}
     fresh, many = spec[-1][0], MANY[len(spec)]
     pooled = {cls: K.pooled_cell(list(pools.values()), cls) for cls in DECIDED}
     dec = decide(per_pool, pooled, fresh)

@@ -254,21 +254,25 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
 
 
 def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
-    """delete4_halves (classes A and E, adopted by bench/results/real_shadows_seventh_plan.md)
-    reads at 8 pairs all samples' AUC difference at the common point of matched held-out
-    accuracy and of matched fit, and at equal epochs or budgets, only; every other figure of
-    those reads (per subset, the identity query, the loss and gap criteria, the within-run
-    read) keeps jacksum; the overlap keeps both."""
+    """delete4_halves (classes A and E, adopted by bench/results/real_shadows_seventh_plan.md;
+    B by real_shadows_eighth_plan.md) reads at 8 pairs all samples' AUC difference at the
+    common point of matched held-out accuracy and of matched fit, averaged over their
+    overlap, and at equal epochs or budgets, only; every other figure of those reads (per
+    subset, the identity query, the loss and gap criteria, the within-run read) keeps
+    jacksum, or both over the overlap."""
     from bnmem.attack import intervals as I
-    assert I.MIXED_RULES[("auc", "common")] == I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
-    assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum"}
-    assert I.MIXED_RULES[("auc", "overlap")] == "both"
+    assert {I.MIXED_RULES[("auc", r)] for r in ("common", "overlap", "equal")} == {"delete4_halves"}
+    assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum",
+                                 ("auc", "overlap"): "both"}
     for fig in ("auc_all/heldout@common", "auc_all/fit@common", "auc_all@equal"):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
+    for fig in ("auc_all/heldout@overlap", "auc_all/fit@overlap"):
+        assert I.mixed_procedure(fig) == "delete4_halves"
+        assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "both"
     for fig, want in (("auc_all/loss@common", "jacksum"), ("auc_all/gap@common", "jacksum"),
                       ("auc_clean/heldout@common", "jacksum"), ("auc_all@common", "jacksum"),
-                      ("auc_all/heldout@overlap", "both"), ("auc_all/loss@overlap", "both"),
+                      ("auc_all/loss@overlap", "both"), ("auc_clean/fit@overlap", "both"),
                       ("auc_ood@equal", "jacksum"),
                       ("auc_clean@equal", "jacksum"), ("auc_identity@equal", "jacksum"),
                       ("tpr_low_all/heldout@common", "pairs_t"), ("fz_flipped/heldout@common", "jacksum")):
@@ -316,9 +320,8 @@ def test_readme_quotes_the_deleted_outcome():
     # E: (auc, equal), adopted by this plan, reverted after a fifth pool (pool E) failed its key
     # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md),
     # reverted after a sixth (real_shadows_sixth_plan.md); both adopted after a seventh
-    # (real_shadows_seventh_plan.md)
-    assert I.MIXED_RULES[("auc", "equal")] == "delete4_halves"
-    assert I.MIXED_RULES[("auc", "overlap")] == "both" and I.MIXED_RULES[("auc", "common")] == "delete4_halves"
+    # (real_shadows_seventh_plan.md); the overlap's after an eighth (real_shadows_eighth_plan.md)
+    assert {I.MIXED_RULES[("auc", r)] for r in ("equal", "common", "overlap")} == {"delete4_halves"}
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -435,15 +438,15 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
 def test_the_default_runs_auc_reads_the_delete4_rule():
     """On the committed default run (results/membership.json, dvc repro of this code): every
     comparison's all-sample AUC difference at the common point of matched held-out accuracy
-    and of matched fit, and at each equal budget, is 1.96 sqrt(V_4 + max(V_h, 0)) from its
-    recorded SDs and records delete4_halves; the loss and gap criteria and the clean samples'
-    AUC keep jacksum, the overlap both."""
+    and of matched fit, averaged over their overlap, and at each equal budget, is 1.96
+    sqrt(V_4 + max(V_h, 0)) from its recorded SDs and records delete4_halves; the loss and gap
+    criteria and the clean samples' AUC keep jacksum, or over the overlap both."""
     import json
     from bnmem.attack.intervals import variance_from_sd
     m = json.loads((ROOT / "results/membership.json").read_text())
-    assert m["rules"]["auc@common"] == m["rules"]["auc@equal"] == "delete4_halves"
+    assert m["rules"]["auc@common"] == m["rules"]["auc@equal"] == m["rules"]["auc@overlap"] == "delete4_halves"
     assert "delete4" in m["segments"] and "halves" in m["segments"]
-    n = n_eq = 0
+    n = n_eq = n_ov = 0
     for comp, x in m["frontier"]["compare"].items():
         for crit, c in x["criteria"].items():
             for f, fig in c["figures"].items():
@@ -461,8 +464,17 @@ def test_the_default_runs_auc_reads_the_delete4_rule():
                     assert at["rule"] == "jacksum", (comp, crit, f)
                     want = v["jackknife"] + v["samples"]
                 assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
-                if fig["overlap"].get("hi") is not None:  # the gap criterion has no overlap
-                    assert fig["overlap"]["rule"] == "both", (comp, crit, f)
+                ov = fig["overlap"]
+                if ov.get("hi") is not None:  # the gap criterion has no overlap
+                    v = {k: variance_from_sd(s) for k, s in ov["sd"].items()}
+                    if f == "auc_all" and crit in ("heldout", "fit"):
+                        assert ov["rule"] == "delete4_halves", (comp, crit)
+                        want = v["delete4"] + max(v["halves"], 0.0)
+                        n_ov += 1
+                    else:
+                        assert ov["rule"] == "both", (comp, crit, f)
+                        want = v["both"]
+                    assert ov["hi"] - ov["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
         for b in x["equal_budget"]:
             a = b["auc_all"]
             v = {k: variance_from_sd(s) for k, s in a["sd"].items()}
@@ -470,7 +482,7 @@ def test_the_default_runs_auc_reads_the_delete4_rule():
             assert a["hi"] - a["value"] == pytest.approx(1.96 * np.sqrt(v["delete4"] + max(v["halves"], 0.0)),
                                                         rel=1e-9)
             n_eq += 1
-    assert n == 2 * len(m["frontier"]["compare"]) and n_eq >= 4 * len(m["frontier"]["compare"])
+    assert n == n_ov == 2 * len(m["frontier"]["compare"]) and n_eq >= 4 * len(m["frontier"]["compare"])
 
 
 @pytest.mark.slow  # loads pool B's stores (about 10 s)

@@ -22,8 +22,9 @@ def test_report_quotes_the_tpr_rules_confirmation():
     sel22 = rules.table(ROOT / "results" / "tpr_components_seed22.jsonl")["C6"]
     misses += [sel22[k]["miss_below"] for k in ("one_arm", "difference")]
     assert f"{100 * min(misses):.1f}-{100 * max(misses):.1f} % of runs" in text
-    assert "2.36 sd" in text  # t on 7 df
-    assert "2.04 sd" in _procedure_text("mixed", 20, 32)
+    from scipy import stats
+    assert f"{stats.t.ppf(0.975, 7):.2f} sd" in text  # t on 7 df (8 pairs)
+    assert f"{stats.t.ppf(0.975, 31):.2f} sd" in _procedure_text("mixed", 20, 32)  # 32 pairs
     # the rule the plan selected on seed 22 is the one the pipeline runs
     sel, qualifies = rules.select(rules.table(ROOT / "results" / "tpr_components_seed22.jsonl"))
     assert (sel, qualifies) == ("C6", False)
@@ -103,13 +104,15 @@ def test_report_quotes_the_matched_rules_studies():
     # the simulated rules quoted here: jacksum at the common point and at equal reads is the
     # fallback of their real-shadow rule (bench/results/real_shadows_seventh_plan.md) off the
     # default recipe or pair count, and the rule of every other AUC figure of those reads
-    assert MIXED_RULES[("auc", "common")] == "delete4_halves" and MIXED_RULES[("auc", "overlap")] == "both"
+    assert MIXED_RULES[("auc", "common")] == MIXED_RULES[("auc", "overlap")] == "delete4_halves"
+    assert HALVES_FALLBACK[("auc", "overlap")] == "both"  # where the seed-26 confirmation applies
     assert "where jacksum covers 0.990-0.995 at 1.53-1.67 times a calibrated width" in text  # the seventh pool
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert MIXED_RULES[("tpr", "common")] == "pairs_t"
     assert {MIXED_RULES[("mem", r)] for r in ("common", "overlap")} == {"jacksum"}
     assert MIXED_RULES[("auc", "equal")] == "delete4_halves" and HALVES_FALLBACK[("auc", "equal")] == "jacksum"
-    assert "AUC (averaged over a matched criterion's overlap)" in text  # the rule list names the read
+    assert "averaged over a matched criterion's overlap)" in text  # the rule list names the read
+    assert "or over an overlap ± 1.96 sd over draws that resample the pairs and the samples together, `both`" in text
 
 
 def test_the_32_pair_plans_selection_over_four_cells():

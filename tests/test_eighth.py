@@ -1,0 +1,116 @@
+"""bench/real_shadow_eighth.py (bench/results/real_shadows_eighth_plan.md): an eighth, fresh
+pool (H) re-checks D4 for the AUC classes and jacksum against theta_full for the
+memorization keys. Its tables regenerate byte for byte from the committed stores and
+results/real_shadows_eighth.json, the pipeline follows its decisions, and the plan, README
+and report quote its figures."""
+import numpy as np
+import pytest
+
+from conftest import ROOT, load_script
+
+E = load_script("bench/real_shadow_eighth.py")
+
+
+def flat(path: str) -> str:
+    return " ".join((ROOT / path).read_text().split())
+
+
+def _cell(**kw) -> dict:
+    """A class cell that passes every gate, with fields overridden by kw."""
+    c = {"coverage": 0.95, "min": 0.94, "free": 0.95, "bound": 0.95, "n_bound": 100,
+         "ts15": {"min": 0.93}, "b8": {"coverage": 0.95}, "emp": {"coverage": 0.95}}
+    return {**c, **kw}
+
+
+def test_the_plans_gates_drop_only_the_upper_end_of_the_split():
+    """split_upper=False: over-coverage where V_h's floor is free or binds no longer fails a
+    rule; under-coverage there still does, and so does every other gate, both ends."""
+    floors = (0.91, 0.90)
+    assert E.gates(_cell(), floors, True) == (True, "") == E.gates(_cell(), floors, False)
+    for field in ("free", "bound"):
+        assert not E.gates(_cell(**{field: 0.975}), floors, True)[0]
+        assert E.gates(_cell(**{field: 0.975}), floors, False)[0]
+        assert not E.gates(_cell(**{field: 0.925}), floors, False)[0]
+    assert E.gates(_cell(bound=0.90, n_bound=49), floors, False)[0]  # too few records to judge
+    for bad in (_cell(coverage=0.975), _cell(coverage=0.925), _cell(min=0.905),
+                _cell(ts15={"min": 0.895}), _cell(b8={"coverage": 0.975}),
+                _cell(emp={"coverage": 0.925})):
+        assert not E.gates(bad, floors, False)[0]
+
+
+@pytest.mark.slow  # eight pools' stores and pooled cells (about 20 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_and_texts_follow_it():
+    S = E.S
+    loaded = S.load_tables(E.POOLS)
+    auc, r = E.auc_part(E.POOLS, loaded)
+    mem, m = E.memorization_part(E.POOLS)
+    text = auc + "\n\n" + "\n".join(mem) + "\n"
+    assert text == (ROOT / "bench/results/real_shadows_eighth.md").read_text()
+    auc_g, rg = E.auc_part(E.V.POOLS, loaded)
+    mem_g, _ = E.memorization_part(E.V.POOLS)
+    assert auc_g + "\n\n" + "\n".join(mem_g) + "\n" == \
+        (ROOT / "bench/results/real_shadows_eighth_as_of_G.md").read_text()
+    dec, pooled, head = r["decision"], r["pooled"], r["headline"]
+    assert all(dec[c]["d4"] for c in "ABE")
+    assert all(dec[c]["old"][0][0] and dec[c]["old"][1][0] for c in "ABE")  # the old gates too
+    assert rg["decision"]["B"]["d4"] and not rg["decision"]["B"]["old"][0][0]  # as of G: the change decided B
+    # the pipeline: D4 for all three classes' all-sample AUC reads, the old rules as fallbacks
+    from bnmem.attack import intervals as I
+    for read, old in (("common", "jacksum"), ("overlap", "both"), ("equal", "jacksum")):
+        assert I.MIXED_RULES[("auc", read)] == "delete4_halves"
+        assert I.HALVES_FALLBACK[("auc", read)] == old
+    assert I.DELETED_STUDIED[("auc", "overlap")] == I.DELETED_STUDIED[("auc", "common")]
+    # memorization: K1 passes, K2 fails gate 2
+    K1, K2 = E.F.KEYS
+    md, f = m["decision"], m["figures"]
+    assert md[K1]["passes"] and md[K2]["gate1"] and not md[K2]["gate2"]
+    # the figures the plan, README and report quote
+    plan, readme = flat("bench/results/real_shadows_eighth_plan.md"), flat("README.md")
+    from bnmem.report.markdown import _procedure_text
+    proc = " ".join(_procedure_text("mixed", 100, 8).split())
+    report = flat("report.md")
+    h = {c: r["per_pool"]["H"][c]["rules"]["D4"] for c in "ABE"}
+    a, b, e = pooled["A"], pooled["B"], pooled["E"]
+    hl = float(np.mean(list(head.values())))
+    assert a["min"] == pytest.approx(hl, abs=5e-4) and sum(v < 0.93 for v in head.values()) == 3
+    for cls, word in (("A", "D4 stays"), ("B", "D4 adopted"), ("E", "D4 stays")):
+        c, p = h[cls], pooled[cls]
+        assert f"| {c['coverage']:.3f} (lowest key {c['min']:.3f}" in plan
+        assert f"| {p['coverage']:.3f} (lowest key {p['min']:.3f}): passes | **{word}** |" in plan
+    assert (f"class A {h['A']['coverage']:.3f} on pool H, {a['coverage']:.3f} over eight pools (lowest key "
+            f"{a['min']:.3f}); class E {h['E']['coverage']:.3f} on pool H, {e['coverage']:.3f} over eight "
+            f"pools (lowest key {e['min']:.3f})") in readme
+    assert (f"B {h['B']['coverage']:.3f} on pool H, {b['coverage']:.3f} over eight pools (lowest key "
+            f"{b['min']:.3f})") in readme
+    assert f"The headline key covers {head['H']:.3f} on pool H and {hl:.3f} over the eight" in readme
+    assert (f"{a['coverage']:.3f} / {b['coverage']:.3f} / {e['coverage']:.3f} over the eight per key") in readme
+    assert (f"{a['coverage']:.3f} / {e['coverage']:.3f} over eight pools per key, lowest key "
+            f"{a['min']:.3f} / {e['min']:.3f}: the headline key, BN − none at matched held-out accuracy, "
+            f"{hl:.3f}, about 1.4 points short and under 0.93 on three of the eight pools; "
+            f"{h['A']['coverage']:.3f} / {h['E']['coverage']:.3f} on the eighth, fresh pool") in proc
+    assert (f"{b['coverage']:.3f} over eight pools per key, lowest key {b['min']:.3f}, "
+            f"{h['B']['coverage']:.3f} on the eighth, fresh pool") in proc
+    assert (f"covers {a['coverage']:.3f} over eight pools of real shadows") in report
+    assert f"three of the eight pools ({head['H']:.3f} on the eighth, fresh one)" in report
+    assert f"too, {b['coverage']:.3f} (lowest key {b['min']:.3f})" in report
+    # memorization in the report and README
+    th1, th2 = f[K1]["theta"], f[K2]["theta"]
+    assert (f"at matched fit covers {md[K2]['pooled']:.3f} over eight pools ({md[K2]['fresh']:.3f} on the "
+            f"eighth, fresh one; {min(th2):.3f}-{max(th2):.3f} per pool; {np.mean(f[K2]['mu']):.3f} "
+            "taking as truth the mean of the 8-pair reads") in report
+    assert (f"Against that mean jacksum covers it {np.mean(f[K1]['mu']):.3f} over eight pools "
+            f"({min(f[K1]['mu']):.2f}-{max(f[K1]['mu']):.2f} per pool)") in report
+    assert f"{md[K1]['pooled']:.3f} over eight pools ({min(th1):.3f}-{max(th1):.3f};" in report
+    bias = [-x for x in f[K1]["bias"]]
+    assert f"lies {min(bias):.2f}-{max(bias):.2f} of a run's SD below the read on all" in report
+    rs = np.array(f[K1]["run_skew"])
+    sk, rest = np.array(th1)[rs < -2], np.array(th1)[rs >= -2]
+    assert len(sk) == 5 and f"covers {sk.mean():.3f}, over the other three {rest.mean():.3f}" in report
+    assert f"eighth's were skewed and it covered {md[K1]['fresh']:.3f}" in report
+    assert (f"**K1 (matched held-out accuracy) passes** ({md[K1]['fresh']:.3f} on pool H, "
+            f"{md[K1]['pooled']:.3f} over eight)") in readme
+    assert (f"**K2 (matched fit) fails again** ({md[K2]['fresh']:.3f} on pool H, {md[K2]['pooled']:.3f} "
+            "over eight") in readme
+    assert f"jacksum covers K1 {sk.mean():.3f}, over the other three {rest.mean():.3f}" in readme
+    assert f"| {md[K1]['fresh']:.3f} (passes) | {md[K1]['pooled']:.3f} (passes) |" in plan
+    assert f"| {md[K2]['fresh']:.3f} (passes) | **{md[K2]['pooled']:.3f} (fails)** |" in plan
