@@ -97,8 +97,11 @@ def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str,
                           "headline": S.headline(pools)}
 
 
-def memorization_part(spec: tuple) -> tuple[list[str], dict]:
-    pools, full = F.load_all()
+def memorization_part(spec: tuple, loaded: tuple[list, dict] | None = None) -> tuple[list[str], dict]:
+    """The memorization part's lines and figures for the pools of `spec`, the last fresh
+    (`loaded`: F.load_all()'s pools A-G and full reads, to take them from; not changed)."""
+    pools, full = loaded or F.load_all()
+    pools, full = list(pools), {**full, "halves": dict(full["halves"]), "boot": dict(full["boot"])}
     fresh = spec[-1][0]
     if fresh == "H":
         here = json.loads(OUT.read_text())
