@@ -528,10 +528,13 @@ def full_main(a: argparse.Namespace) -> None:
     print(json.dumps(meta, indent=2))
 
 
-def cover(d: dict, k: str, r: str, comp: dict, shift: float) -> np.ndarray:
+def cover(d: dict, k: str, r: str, comp: dict, shift: float, widen: np.ndarray | float = 1.0
+          ) -> np.ndarray:
     """P(covered) per subset when the target is mu - shift: a run's error is its 8-pair
-    deviation (finite-population corrected) plus a normal samples' part of variance T_s."""
+    deviation (finite-population corrected) plus a normal samples' part of variance T_s.
+    widen: per subset, a factor on both half-widths (a quantile other than the rule's)."""
     pt, lo, hi, _, _ = bounds(d, k, r)
+    lo, hi = pt - (pt - lo) * widen, pt + (hi - pt) * widen
     dev = (pt - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS))
     sd = np.sqrt(max(comp["t_s"], 0.0))
     p = (stats.norm.cdf((pt - lo - dev - shift) / sd)
