@@ -43,8 +43,12 @@ HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
 DELETED_DESIGNS = {"delete3": 3, "delete4": 4}  # design: d
 DELETED_PROCEDURES = ("delete3", "delete4_halves")
 DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
+# jacksum's variance with a Satterthwaite t quantile (bench/results/real_shadows_ninth_plan.md)
+SATTERTHWAITE_PROCEDURES = ("jacksum_s",)
 # rules read on real shadows at 8 pairs only, each with the rule it replaced elsewhere
-REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES
+REAL_SHADOW_PROCEDURES = HALVES_PROCEDURES + DELETED_PROCEDURES + SATTERTHWAITE_PROCEDURES
+# ... of which these are read only on the figures they were studied on (DELETED_STUDIED)
+STUDIED_ONLY = DELETED_PROCEDURES + SATTERTHWAITE_PROCEDURES
 REAL_SHADOW_DESIGNS = ("halves", *DELETED_DESIGNS)  # the rows only those procedures read
 
 # every procedure a coverage study can measure: the pipeline's attack.interval options plus
@@ -65,6 +69,9 @@ class IntervalPlan:
     - twoway: 2 (V_p + V_s) - V_b (floored at V_p), the pigeonhole correction (Owen 2007);
     - jackknife: V_j, leave one pair out (P rows): (P-1)/P sum of squared deviations;
     - jacksum: V_j + V_s, the pairs' jackknife plus the samples-only bootstrap;
+    - jacksum_s: V_j + V_s with Student's t on Satterthwaite's degrees of freedom, V_j on
+      P - 1, V_s on the samples' draws less one: (V_j + V_s)^2 / (V_j^2 / (P - 1) +
+      V_s^2 / (B - 1)) (bench/results/real_shadows_ninth_plan.md);
     - pairs_t: V_p with Student's t on P - 1 degrees of freedom instead of 1.96 (the
       pairs are the independent units; samples fixed);
     - jackknife_t: V_j with Student's t on P - 1 degrees of freedom (Tukey's jackknife
@@ -193,6 +200,7 @@ class IntervalPlan:
              "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
              "jackknife_t": lambda: var["jackknife"],
              "jacksum": lambda: var["jackknife"] + var["samples"],
+             "jacksum_s": lambda: var["jackknife"] + var["samples"],
              **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
              "delete3": lambda: var["delete3"],
              "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
@@ -200,6 +208,11 @@ class IntervalPlan:
         df = None
         if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
             df = self.n_units - 1
+        elif procedure == "jacksum_s":  # Satterthwaite: V_j on P - 1 df, V_s on B - 1
+            seg = self.segments.get("samples")  # absent (a recorded result's SDs): V_s's df taken as many
+            df_s = max(seg[1] - seg[0] - 1, 1) if seg else np.inf
+            df = (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + var["samples"] ** 2 / df_s)
+                  if self.n_units >= 2 and v > 0 else self.n_units - 1)
         elif procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
             seg = self.segments.get("halves")  # absent (a recorded result's SDs): V_h's df taken as many
             k = (seg[1] - seg[0]) // 2 if seg else None
@@ -461,7 +474,7 @@ def mixed_procedure(figure: str, n_pairs: int | None = None) -> str:
     proc = rules_for(n_pairs)[(family(key), read)]
     if proc in REAL_SHADOW_PROCEDURES and key.partition("/")[0] in HALVES_NOT_STUDIED:
         return halves_fallback(figure)
-    if proc in DELETED_PROCEDURES and key not in DELETED_STUDIED.get((family(key), read), ()):
+    if proc in STUDIED_ONLY and key not in DELETED_STUDIED.get((family(key), read), ()):
         return halves_fallback(figure)
     return proc
 
@@ -529,7 +542,8 @@ def designs(procedure: str) -> tuple[str, ...]:
     return {"both": ("both",), "pairs": ("pairs",), "samples": ("samples",),
             "sum": ("pairs", "samples"),
             "twoway": ("pairs", "samples", "both"), "jackknife": ("jackknife",),
-            "jacksum": ("jackknife", "samples"), "pairs_t": ("pairs",),
+            "jacksum": ("jackknife", "samples"), "jacksum_s": ("jackknife", "samples"),
+            "pairs_t": ("pairs",),
             "jackknife_t": ("jackknife",),
             **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES},
             "delete3": ("delete3",), "delete4_halves": ("delete4", "halves")}[procedure] \
