@@ -112,7 +112,8 @@ REAL = {"halves": "lean", "delete4": "lean"}  # delete4_halves reads all samples
 
 
 D4 = {("auc", "common"): "delete4_halves"}  # the real-shadow rule (in use since the seventh pool)
-NO_D4 = {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum"}  # the rules before it
+NO_D4 = {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum",
+         ("auc", "overlap"): "both"}  # the rules before it (the overlap's before the eighth pool)
 
 
 @pytest.mark.parametrize("change, level", [
@@ -124,10 +125,12 @@ NO_D4 = {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum"}  # the rules
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
     ({("mem", "one"): "both", **D4},  # the per-epoch curve reads it
      {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "full", **REAL}),
-    ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum", **D4},  # TPR alone: no curve, no subset
-     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "lean", **REAL}),
-    ({("auc", "overlap"): "jacksum", **NO_D4},  # no joint, halves or delete-4 rule
-     {"jackknife": "full", "samples": "full", "pairs": "lean"}),
+    # TPR alone: no curve; the per-subset AUCs only for the overlap's fallback, `both`
+    ({("tpr", "one"): "both", ("auc", "overlap"): "jacksum", **D4},
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints", **REAL}),
+    # no halves or delete-4 rule: the joint draws only for the overlap's fallback
+    ({**NO_D4, ("auc", "overlap"): "jacksum"},
+     {"jackknife": "full", "samples": "full", "pairs": "lean", "both": "endpoints"}),
 ])
 def test_row_levels_follow_what_each_design_is_read_for(change, level):
     """A design's rows skip the per-epoch figures (endpoints) only if no rule that reads the
