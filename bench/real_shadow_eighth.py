@@ -86,7 +86,10 @@ def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str,
              + " re-checks the AUC classes' rules and the memorization keys at the common point", "eighth",
              "written before any of pool H's figures" if fresh == "H" else
              "pools A-G, pool G as the fresh one: the check made before pool H, deciding nothing")
-    text = V.markdown(per_pool, pooled, dec, S.headline(pools), fresh, many, title).rstrip("\n")
+    command = ("python bench/real_shadow_eighth.py table --out bench/results/real_shadows_eighth.md"
+               if fresh == "H" else "python bench/real_shadow_eighth.py table --as-of G --out "
+               "bench/results/real_shadows_eighth_as_of_G.md")
+    text = V.markdown(per_pool, pooled, dec, S.headline(pools), fresh, many, title, command).rstrip("\n")
     L = [text, "", "The gates decide with split_upper=False (where V_h's floor binds or is free, "
          "only the lower end 0.93 counts); the seventh plan's gates (both ends), reported:", ""]
     for cls in DECIDED:
@@ -115,7 +118,9 @@ def memorization_part(spec: tuple, loaded: tuple[list, dict] | None = None) -> t
             "`python bench/real_shadow_eighth.py table` from the committed stores, "
             "results/real_shadows_fullread.json and results/real_shadows_eighth.json (`compute`: "
             f"pool H's read on its 128 pairs, {F.SPLITS} random splits of its pairs into two 64-pair "
-            f"halves, {F.BOOT} stratified reweightings of its samples). ")
+            f"halves, {F.BOOT} stratified reweightings of its samples). " if fresh == "H" else
+            "`python bench/real_shadow_eighth.py table --as-of G` from the committed stores and "
+            "results/real_shadows_fullread.json (pools A-G, as the fullread plan read them). ")
     return F.table(pools, full, head, MANY[len(spec)], ("no caveat", "caveat"))
 
 
@@ -127,12 +132,12 @@ def table_main(a: argparse.Namespace) -> None:
 
 
 def compute_main(a: argparse.Namespace) -> None:
-    t0 = time.time()
+    t0, started = time.time(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     label, seed, subsets = FRESH
     g = P.full_pool(label, seed, subsets)
     halves = {label: F.half_reads(label, seed)}
     boot = {label: F.boot_reads(label, seed)}
-    meta = {"seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
+    meta = {"started": started, "seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
             "command": "python " + " ".join(sys.argv)}
     OUT.write_text(json.dumps({"meta": meta, label: g, "halves": halves, "boot": boot}, indent=1) + "\n")
     print(json.dumps(meta, indent=2))

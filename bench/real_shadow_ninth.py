@@ -143,9 +143,9 @@ def table_main(a: argparse.Namespace) -> None:
 
 
 def compute_main(a: argparse.Namespace) -> None:
-    t0 = time.time()
+    t0, started = time.time(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     g = P.full_pool(*FRESH)
-    meta = {"seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
+    meta = {"started": started, "seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
             "command": "python " + " ".join(sys.argv)}
     OUT.write_text(json.dumps({"meta": meta, FRESH[0]: g}, indent=1) + "\n")
     print(json.dumps(meta, indent=2))

@@ -45,10 +45,11 @@ TITLE = ("a seventh pool (G) re-checks D4 for the three AUC classes", "seventh",
 
 
 def markdown(per_pool: dict, seven: dict, dec: dict, head: dict, fresh: str = FRESH,
-             many: str = "seven", title: tuple[str, str, str] = TITLE) -> str:
+             many: str = "seven", title: tuple[str, str, str] = TITLE, command: str | None = None) -> str:
     """The table; `fresh`: the fresh pool, `many`: how many pools, in words; `title`: (title,
-    the plan's name, when it was written)."""
-    L = S.head_lines(title[0], title[1], title[2], fresh, many, DECIDED, per_pool, head)
+    the plan's name, when it was written); `command`: the one that makes it (default: the
+    plan's script with --out)."""
+    L = S.head_lines(title[0], title[1], title[2], fresh, many, DECIDED, per_pool, head, command)
     L += ["", f"Pool {fresh}, the rules in use (deciding nothing):", ""]
     for cls in DECIDED:
         t = per_pool[fresh][cls]

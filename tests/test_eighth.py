@@ -121,6 +121,11 @@ def test_the_sixth_seventh_and_eighth_outcomes_follow_from_the_stores():
     a, b, e = pooled["A"], pooled["B"], pooled["E"]
     hl = float(np.mean(list(head.values())))
     assert a["min"] == pytest.approx(hl, abs=5e-4) and sum(v < 0.93 for v in head.values()) == 3
+    assert f"{100 * (0.95 - hl):.1f}" == "1.4"  # "about 1.4 points short"
+    need_h = 8 * 0.93 - sum(v for p_, v in head.items() if p_ != "H")
+    assert f"headline key needed {need_h:.3f} for it" in readme
+    assert f"class B by 0.001 (0.969 where the floor is free)" in readme
+    assert f"{h['B']['free']:.3f}" == "0.969" and 0.97 - h["B"]["free"] < 0.0015
     for cls, word in (("A", "D4 stays"), ("B", "D4 adopted"), ("E", "D4 stays")):
         c, p = h[cls], pooled[cls]
         assert f"| {c['coverage']:.3f} (lowest key {c['min']:.3f}" in plan
@@ -153,12 +158,23 @@ def test_the_sixth_seventh_and_eighth_outcomes_follow_from_the_stores():
     assert f"lies {min(bias):.2f}-{max(bias):.2f} of a run's SD below the read on all" in report
     rs = np.array(f[K1]["run_skew"])
     sk, rest = np.array(th1)[rs < -2], np.array(th1)[rs >= -2]
-    assert len(sk) == 5 and f"covers {sk.mean():.3f}, over the other three {rest.mean():.3f}" in report
+    assert len(sk) == 5 and (f"covers {sk.mean():.3f} ({sk.min():.3f}-{sk.max():.3f} per pool: D, F and H "
+                             f"under 0.93, C and B above 0.95), over the other three {rest.mean():.3f}") in report
+    labels = [d["label"] for d in mem_loaded[0]] + ["H"]
+    assert sorted(lb for lb, x in zip(labels, th1) if x < 0.93) == ["D", "F", "H"]
+    assert sorted(lb for lb, x, r_ in zip(labels, th1, rs) if r_ < -2 and x > 0.95) == ["B", "C"]
+    margin = md[K1]["fresh"] - E.F.FRESH_FLOOR
+    assert f"passing its 0.90 gate by {margin:.3f}" in report
+    need = {k: 8 * E.F.POOLED_FLOOR - sum(f[k]["theta"][:7]) for k in (K1, K2)}
+    assert f"gate 2 needed only {need[K1]:.3f} from it" in report and f"needed only {need[K1]:.3f} from it" in readme
+    assert (f"judged runs −{-rs[-1]:.2f}; the 8-pair mean {-f[K1]['bias'][-1]:.2f} SD below theta_full, "
+            f"jacksum covering that mean {f[K1]['mu'][-1]:.3f}") in readme
     assert f"eighth's were skewed and it covered {md[K1]['fresh']:.3f}" in report
     assert (f"**K1 (matched held-out accuracy) passes** ({md[K1]['fresh']:.3f} on pool H, "
             f"{md[K1]['pooled']:.3f} over eight)") in readme
     assert (f"**K2 (matched fit) fails again** ({md[K2]['fresh']:.3f} on pool H, {md[K2]['pooled']:.3f} "
             "over eight") in readme
-    assert f"jacksum covers K1 {sk.mean():.3f}, over the other three {rest.mean():.3f}" in readme
+    assert (f"jacksum covers K1 {sk.mean():.3f} ({sk.min():.3f}–{sk.max():.3f} per pool: D, F and H under "
+            f"0.93, C and B above 0.95), over the other three {rest.mean():.3f}") in readme
     assert f"| {md[K1]['fresh']:.3f} (passes) | {md[K1]['pooled']:.3f} (passes) |" in plan
     assert f"| {md[K2]['fresh']:.3f} (passes) | **{md[K2]['pooled']:.3f} (fails)** |" in plan
