@@ -263,7 +263,8 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
     from bnmem.attack import intervals as I
     assert {I.MIXED_RULES[("auc", r)] for r in ("common", "overlap", "equal")} == {"delete4_halves"}
     assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum",
-                                 ("auc", "overlap"): "both"}
+                                 ("auc", "overlap"): "both",
+                                 ("mem", "common"): "jacksum"}  # jacksum_s's (the ninth plan)
     for fig in ("auc_all/heldout@common", "auc_all/fit@common", "auc_all@equal"):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
@@ -275,7 +276,8 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
                       ("auc_all/loss@overlap", "both"), ("auc_clean/fit@overlap", "both"),
                       ("auc_ood@equal", "jacksum"),
                       ("auc_clean@equal", "jacksum"), ("auc_identity@equal", "jacksum"),
-                      ("tpr_low_all/heldout@common", "pairs_t"), ("fz_flipped/heldout@common", "jacksum")):
+                      ("tpr_low_all/heldout@common", "pairs_t"), ("fz_flipped/heldout@common", "jacksum_s"),
+                      ("fz_flipped/loss@common", "jacksum"), ("fz_flipped/heldout@overlap", "jacksum")):
         assert I.mixed_procedure(fig) == want, fig
     assert I.family("in_acc_flipped/fit") == "mem" and I.family("auc_all/loss") == "auc"
 

@@ -109,7 +109,8 @@ def test_report_quotes_the_matched_rules_studies():
     assert "where jacksum covers 0.990-0.995 at 1.53-1.67 times a calibrated width" in text  # the seventh pool
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert MIXED_RULES[("tpr", "common")] == "pairs_t"
-    assert {MIXED_RULES[("mem", r)] for r in ("common", "overlap")} == {"jacksum"}
+    assert MIXED_RULES[("mem", "overlap")] == HALVES_FALLBACK[("mem", "common")] == "jacksum"
+    assert MIXED_RULES[("mem", "common")] == "jacksum_s"  # the ninth plan's, on real shadows only
     assert MIXED_RULES[("auc", "equal")] == "delete4_halves" and HALVES_FALLBACK[("auc", "equal")] == "jacksum"
     assert "averaged over a matched criterion's overlap)" in text  # the rule list names the read
     assert "or over an overlap ± 1.96 sd over draws that resample the pairs and the samples together, `both`" in text

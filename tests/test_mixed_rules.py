@@ -5,7 +5,7 @@ rule its read names."""
 import numpy as np
 import pytest
 
-from bnmem.attack.intervals import (DELETED_PROCEDURES, DELETED_STUDIED, HALVES_FALLBACK,
+from bnmem.attack.intervals import (STUDIED_ONLY, DELETED_STUDIED, HALVES_FALLBACK,
                                     MIXED_RULES, READS, IntervalPlan, designs, family,
                                     mixed_procedure)
 from conftest import load_script
@@ -38,9 +38,11 @@ def test_the_studys_candidates_are_the_pipelines_procedures(rule):
 
 @pytest.mark.parametrize("named", [None, "jacksum"])
 def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
-    """Each (family, read) reads its rule; the delete-d rule in use (the AUC difference at the
-    common point and at equal budgets) is read by the figures it was studied on and its
-    fallback by the others; with the common point's rule named jacksum, that read has none."""
+    """Each (family, read) reads its rule; the real-shadow rules read only where studied (the
+    delete-d rule: the AUC difference at the common point, over the overlap and at equal
+    budgets; jacksum_s: memorization at the common point) are read by the figures they were
+    studied on and their fallbacks by the others; with the common point's AUC rule named
+    jacksum, that read has none."""
     from bnmem.attack import intervals
     if named:
         monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), named)
@@ -49,13 +51,13 @@ def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
     mixed = IntervalPlan("mixed", 8, {d: SEGMENTS[d] for d in designs("mixed")})
     seen = set()
     for fig, fam in (("auc_all", "auc"), ("auc_clean", "auc"), ("auc_all/heldout", "auc"),
-                     ("fz_ood", "mem"),
+                     ("fz_ood", "mem"), ("fz_ood/fit", "mem"),
                      ("in_acc_flipped", "mem"), ("tpr_low_all", "tpr"), ("tpr_vlow_all", "tpr"),
                      ("out_acc_clean", "other"), ("gen_gap", "other")):
         assert family(fig) == fam
         for read in READS:
             proc = MIXED_RULES[(fam, read)]
-            if proc in DELETED_PROCEDURES and fig not in DELETED_STUDIED.get((fam, read), ()):
+            if proc in STUDIED_ONLY and fig not in DELETED_STUDIED.get((fam, read), ()):
                 proc = HALVES_FALLBACK[(fam, read)]
             tagged = fig if read == "one" else f"{fig}@{read}"
             assert mixed_procedure(tagged) == proc
@@ -66,6 +68,7 @@ def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
     assert "delete4_halves" in seen and mixed_procedure("auc_all@equal") == "delete4_halves"
     assert mixed_procedure("auc_all/heldout@common") == (named or "delete4_halves")
     assert mixed_procedure("auc_all@common") == HALVES_FALLBACK[("auc", "common")] == "jacksum"
+    assert "jacksum_s" in seen and mixed_procedure("fz_ood/fit@common") == "jacksum_s"  # the ninth plan's
     with pytest.raises(ValueError, match="auc_all@matched"):
         mixed_procedure("auc_all@matched")
 

@@ -76,3 +76,69 @@ def test_the_check_before_pool_i_follows_from_the_stores():
     assert (f"| `jacksum_s` | {np.mean(k2['JSs']):.3f} | {min(k2['JSs']):.3f} | {t['decision']['class']:.3f} |") in plan
     need = 9 * N.POOLED_KEY_FLOOR - sum(k2["JSs"])
     assert f"K2 needs ≥ {need:.3f} on pool I" in plan
+
+
+@pytest.mark.slow  # the nine pools' memorization stores (about 10 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
+    """The ninth table regenerates byte for byte; jacksum_s was adopted and `mixed` reads it
+    for the Feldman-Zhang figures at the common point only, on the real shadows' recipe; the
+    plan, README and report quote the table."""
+    pools, full = N.load("I")
+    lines, t = N.table(pools, full)
+    assert "\n".join(lines) + "\n" == (ROOT / "bench/results/real_shadows_ninth.md").read_text()
+    dec, f = t["decision"], t["figures"]
+    assert dec["adopted"]
+    from bnmem.attack import intervals as I
+    assert I.MIXED_RULES[("mem", "common")] == "jacksum_s" and I.HALVES_FALLBACK[("mem", "common")] == "jacksum"
+    for fig, want in (("fz_flipped/heldout@common", "jacksum_s"), ("fz_ood/fit@common", "jacksum_s"),
+                      ("fz_flipped/loss@common", "jacksum"), ("in_acc_flipped/fit@common", "jacksum"),
+                      ("fz_flipped/heldout@overlap", "jacksum"), ("fz_flipped@equal", "jacksum")):
+        assert I.mixed_procedure(fig) == want, fig
+    assert I.mixed_procedure("fz_flipped/heldout@common", 32) == "jacksum"
+    assert I.rules_for(8, 50)[("mem", "common")] == "jacksum"
+    k1, k2 = f[N.K1], f[N.K2]
+    flat = lambda p: " ".join((ROOT / p).read_text().split())  # noqa: E731
+    plan, readme, report = flat("bench/results/real_shadows_ninth_plan.md"), flat("README.md"), flat("report.md")
+    assert (f"| `jacksum_s` | {k2['JSs'][-1]:.3f} / {k1['JSs'][-1]:.3f}: passes | {dec['lowest']:.3f} (K2) / "
+            f"{dec['class']:.3f}: passes | **adopted** |") in plan
+    assert f"| jacksum (reported) | {k2['JS'][-1]:.3f} / {k1['JS'][-1]:.3f} |" in plan
+    assert (f"covers {np.mean(k2['JSs']):.3f} over nine pools under `jacksum_s` ({k2['JSs'][-1]:.3f} on the "
+            f"ninth, fresh one; {min(k2['JSs']):.3f}-{max(k2['JSs']):.3f} per pool), against "
+            f"{np.mean(k2['JS']):.3f} under jacksum") in report
+    assert (f"Under `jacksum_s` it covers {np.mean(k1['JSs']):.3f} over nine pools "
+            f"({min(k1['JSs']):.3f}-{max(k1['JSs']):.3f} per pool)") in report
+    assert f"{dec['class']:.3f} over nine pools" in report
+    ratios = [x for r in f.values() for x in r["ratio"]]
+    assert f"{100 * (min(ratios) - 1):.0f}–{100 * (max(ratios) - 1):.0f} % wider" in plan
+    assert (f"**`jacksum_s` adopted** (pool I: K2 {k2['JSs'][-1]:.3f}, K1 {k1['JSs'][-1]:.3f}; nine pools: "
+            f"K2 {np.mean(k2['JSs']):.3f}, class {dec['class']:.3f})") in readme
+
+
+def test_the_default_runs_memorization_reads_jacksum_s():
+    """On the committed default run (results/membership.json): every comparison's
+    Feldman-Zhang difference at the common point of matched held-out accuracy and of matched
+    fit records jacksum_s and is ± t_nu sqrt(V_j + V_s) from its recorded SDs, nu with V_s
+    on the samples' draws less one; the other memorization reads there record jacksum."""
+    import json
+    from bnmem.attack.intervals import variance_from_sd
+    m = json.loads((ROOT / "results/membership.json").read_text())
+    assert m["rules"]["mem@common"] == "jacksum_s"
+    seg = m["segments"]["samples"]
+    n = 0
+    for comp, x in m["frontier"]["compare"].items():
+        for crit, c in x["criteria"].items():
+            for f, fig in c["figures"].items():
+                at = fig["at_common"]
+                if not (f.startswith("fz_") or f.startswith("in_acc")) or at.get("hi") is None:
+                    continue
+                v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
+                if f in ("fz_flipped", "fz_ood") and crit in ("heldout", "fit"):
+                    assert at["rule"] == "jacksum_s", (comp, crit, f)
+                    nu = N.nu(v["jackknife"], v["samples"], draws=seg[1] - seg[0])
+                    want = stats.t.ppf(0.975, nu) * np.sqrt(v["jackknife"] + v["samples"])
+                    n += 1
+                else:
+                    assert at["rule"] == "jacksum", (comp, crit, f)
+                    want = 1.96 * np.sqrt(v["jackknife"] + v["samples"])
+                assert at["hi"] - at["value"] == pytest.approx(want, rel=1e-9), (comp, crit, f)
+    assert n == 4 * len(m["frontier"]["compare"])

@@ -101,4 +101,6 @@ def test_readme_quotes_the_real_shadow_outcome():
     from bnmem.attack.intervals import HALVES_FALLBACK
     assert MIXED_RULES[("auc", "common")] == "delete4_halves"
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
-    assert {MIXED_RULES[("mem", r)] for r in ("equal", "common", "overlap")} == {"jacksum"}
+    assert {MIXED_RULES[("mem", r)] for r in ("equal", "overlap")} == {"jacksum"}
+    # memorization at the common point: jacksum_s after a ninth pool (real_shadows_ninth_plan.md)
+    assert HALVES_FALLBACK[("mem", "common")] == "jacksum"

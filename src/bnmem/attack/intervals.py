@@ -103,7 +103,9 @@ class IntervalPlan:
       overlap, and at equal epochs or budgets, takes delete4_halves instead
       (DELETED_STUDIED; the other AUC figures of those reads keep jacksum, or both over the
       overlap, HALVES_FALLBACK; calibrated on eight real-shadow pools, where jacksum and
-      both over-cover: bench/results/real_shadows_seventh_plan.md, real_shadows_eighth_plan.md). `mixed`
+      both over-cover: bench/results/real_shadows_seventh_plan.md, real_shadows_eighth_plan.md),
+      and memorization at the common point (Feldman-Zhang at matched held-out accuracy and
+      fit) takes jacksum_s (real_shadows_ninth_plan.md). `mixed`
       draws the jackknife, samples-only, pairs-only, joint, halves and delete-4 rows, so
       every procedure can be read back from its recorded SDs where a row computes the
       figure (design_levels);
@@ -333,8 +335,13 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # 0.955 on pool H; 0.951 / 0.954 over eight, lowest key 0.936 / 0.941). It is an empirical rule, not a consistent
 # variance: V_4 still overstates the pairs' variance about 1.2-1.3x there, which at 1.96
 # makes up for V_4's noise (7 pairs' degrees of freedom); where V_4 is unbiased
-# (memorization; the simulator) the same rule covers about 0.91-0.92. HALVES_FALLBACK holds
-# the rule each real-shadow rule replaces.
+# (memorization; the simulator) the same rule covers about 0.91-0.92. Memorization at the
+# common point (the Feldman-Zhang figures at matched held-out accuracy and fit) takes
+# jacksum_s, jacksum's variance with a Satterthwaite quantile, from the ninth plan
+# (bench/results/real_shadows_ninth_plan.md: found on pools A-H, where jacksum covered reg -
+# BN on flipped samples at matched fit 0.927; on a ninth, fresh pool I that key 0.926, over
+# nine pools 0.940, the class 0.979, widths 3-10 % over jacksum's). HALVES_FALLBACK holds the
+# rule each real-shadow rule replaces.
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")
        for read in ("one", "equal", "common", "overlap")},
@@ -342,6 +349,7 @@ MIXED_RULES: dict[tuple[str, str], str] = {
     ("auc", "overlap"): "delete4_halves",
     ("auc", "equal"): "delete4_halves",
     ("auc", "common"): "delete4_halves",
+    ("mem", "common"): "jacksum_s",
 }
 READS = ("one", "equal", "common", "overlap")
 # TPR at low FPR with more pairs than its rule was simulated at (8): pairs_t under-covers at
@@ -369,6 +377,7 @@ HALVES_FALLBACK: dict[tuple[str, str], str] = {
     ("auc", "common"): "jacksum",
     ("auc", "equal"): "jacksum",
     ("auc", "overlap"): "both",
+    ("mem", "common"): "jacksum",
 }
 # ... and with at least this many shared reweightings (model_bootstrap // 2; the study's 50),
 # V_h defined; the mem family's IN-accuracy reads were not studied: they keep the fallback
@@ -378,12 +387,15 @@ HALVES_NOT_STUDIED = ("in_acc_flipped", "in_acc_ood")
 # matched read) its delete-d rule was confirmed on: all samples' AUC at the common point of
 # matched held-out accuracy and fit and at equal budgets
 # (bench/results/real_shadows_seventh_plan.md), and averaged over their overlap
-# (real_shadows_eighth_plan.md); every other figure of that (family, read)
+# (real_shadows_eighth_plan.md); jacksum_s (memorization at the common point) on the
+# Feldman-Zhang figures at matched held-out accuracy and fit (real_shadows_ninth_plan.md);
+# every other figure of that (family, read)
 # keeps the fallback (per-subset AUCs, the identity query's curve, the loss and gap criteria)
 DELETED_STUDIED: dict[tuple[str, str], tuple[str, ...]] = {
     ("auc", "common"): ("auc_all/heldout", "auc_all/fit"),
     ("auc", "overlap"): ("auc_all/heldout", "auc_all/fit"),
     ("auc", "equal"): ("auc_all",),
+    ("mem", "common"): ("fz_flipped/heldout", "fz_flipped/fit", "fz_ood/heldout", "fz_ood/fit"),
 }
 # design_levels draws their rows lean: these are figures a lean row computes
 LEAN_FIGURES = ("auc_all", "tpr_low_all", "fz_flipped", "fz_ood")
