@@ -69,7 +69,7 @@ def figures(pools: list[dict], full: dict) -> dict:
     width over jacksum's and its median nu."""
     out = {}
     for k in P.keys_of():
-        row = {"JS": [], "JSs": [], "ratio": [], "nu": []}
+        row = {"JS": [], "JSs": [], "ratio": [], "nu": [], "vj_df": []}
         for d in pools:
             comp = R.truth_parts(d, k)
             shift = comp["mu"] - full[d["label"]]["reads"][k]
@@ -78,6 +78,9 @@ def figures(pools: list[dict], full: dict) -> dict:
             row["JSs"].append(float(np.nanmean(P.cover(d, k, "JS", comp, shift, w))))
             row["ratio"].append(float(np.nanmean(w)))
             row["nu"].append(float(np.nanmedian(nu(d["hcov"][k][:, 2], d["an"][k][:, 2]))))
+            vj = d["hcov"][k][:, 2]
+            vj = vj[np.isfinite(vj)]
+            row["vj_df"].append(float(2 * vj.mean() ** 2 / vj.var(ddof=1)))  # after the review
         out[k] = row
     return out
 
@@ -130,6 +133,16 @@ def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
                     else "jacksum stays") + "**"]
     if fresh != "I":
         L += ["", "(As of H: the check made before pool I; deciding nothing.)"]
+    else:  # after a hostile review of the outcome (reported, deciding nothing)
+        L += ["", "## After the review (reported, deciding nothing)", "",
+              "Satterthwaite's nu takes V_j as chi-squared on 7 df. V_j's effective df over a pool's "
+              "200 subsets (2 mean² / variance), mean over the nine pools (range): "
+              + "; ".join(f"`{k}` {np.mean(f[k]['vj_df']):.1f} ({min(f[k]['vj_df']):.1f}-"
+                          f"{max(f[k]['vj_df']):.1f})" for k in (K2, K1))
+              + f"; the other ten keys {min(np.mean(r['vj_df']) for k, r in f.items() if k not in (K1, K2)):.1f}-"
+              f"{max(np.mean(r['vj_df']) for k, r in f.items() if k not in (K1, K2)):.1f}. Single "
+              f"intervals' width over jacksum's: {min(np.nanmin(widen(d, k)) for d in pools for k in f):.3f}-"
+              f"{max(np.nanmax(widen(d, k)) for d in pools for k in f):.3f}."]
     vj = full[fresh]["vj"]
     L += ["", f"Pool {fresh}'s V_j check (`real_shadow_pareto.full_pool`): {vj['no_source_change']} "
           f"records without a source change, V_j equal to the store's in {vj['equal_there']}; "

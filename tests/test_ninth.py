@@ -112,6 +112,14 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     assert f"{100 * (min(ratios) - 1):.0f}–{100 * (max(ratios) - 1):.0f} % wider" in plan
     assert (f"**`jacksum_s` adopted** (pool I: K2 {k2['JSs'][-1]:.3f}, K1 {k1['JSs'][-1]:.3f}; nine pools: "
             f"K2 {np.mean(k2['JSs']):.3f}, class {dec['class']:.3f})") in readme
+    # after the review: V_j's effective df, single intervals' widths, what pool I could show
+    df2 = k2["vj_df"]
+    assert (f"about {np.mean(df2):.1f} df on K2 ({min(df2):.1f}–{max(df2):.1f} per pool) and under 1 on K1"
+            in readme and max(k1["vj_df"]) < 1.2 and np.mean(k1["vj_df"]) < 1)
+    w = [float(np.nanmax(N.widen(d, k))) for d in pools for k in f] + [float(np.nanmin(N.widen(d, k))) for d in pools for k in f]
+    assert f"({min(w):.3f}–{max(w):.3f})" in plan and f"single intervals {100 * (min(w) - 1):.0f}–{100 * (max(w) - 1):.0f} %" in readme
+    assert k2["JS"][-1] >= N.KEY_FLOOR_FRESH[N.K2] and k1["JS"][-1] >= N.KEY_FLOOR_FRESH[N.K1]  # jacksum passes gate 1 too
+    assert f"jacksum itself would have passed gate 1 ({k2['JS'][-1]:.3f} / {k1['JS'][-1]:.3f})" in readme
 
 
 def test_the_default_runs_memorization_reads_jacksum_s():
@@ -142,3 +150,62 @@ def test_the_default_runs_memorization_reads_jacksum_s():
                     want = 1.96 * np.sqrt(v["jackknife"] + v["samples"])
                 assert at["hi"] - at["value"] == pytest.approx(want, rel=1e-9), (comp, crit, f)
     assert n == 4 * len(m["frontier"]["compare"])
+
+
+@pytest.mark.parametrize("n_pairs,n_boot,recipe,want", [
+    (8, 100, True, "jacksum_s"), (8, 100, False, "jacksum"), (8, 40, True, "jacksum"),
+    (8, 98, True, "jacksum"), (16, 100, True, "jacksum")])
+def test_the_attack_stages_plan_keeps_jacksum_s_to_its_scope(n_pairs, n_boot, recipe, want):
+    """The plan the attack stage draws (resample.draw_plan) reads jacksum_s for memorization at
+    the common point only on the real shadows' recipe at 8 pairs with at least 100 draws, as
+    rules_for says (jacksum_s reads rows every run draws, so the rows' absence cannot turn it
+    off as it does the halves and delete-d rules); each record's rule is then the run's."""
+    from bnmem.attack import intervals as I
+    from bnmem.attack.resample import draw_plan
+    kind = np.where(np.arange(200) < 20, 1, 0).astype(np.int8)
+    _, _, plan = draw_plan(kind, n_pairs, n_boot, np.random.default_rng(0), "mixed", recipe)
+    var = {"jackknife": 4e-4, "samples": 3e-4, "pairs": 2e-4, "both": 5e-4}
+    assert plan.rule_for("fz_flipped/heldout@common", var) == want
+    assert I.rules_for(n_pairs, n_boot, recipe)[("mem", "common")] == want
+    assert I.for_arms(plan, "groupnorm", "batchnorm").rule_for("fz_flipped/heldout@common", var) == "jacksum"
+
+
+def test_simulated_runs_read_jacksum_at_the_common_point():
+    """A simulated run of `mixed` (coverage_matched: simulated logits, not the real shadows'
+    recipe) reads jacksum for memorization at the common point, not jacksum_s."""
+    from bnmem.attack import coverage_matched as cov
+    kind = np.where(np.arange(300) < 30, 1, 0).astype(np.int8)
+    out = cov._run((16, 300, kind, 100, 3, ("mixed", "jacksum", "jacksum_s"), {}))
+    j = [f for f, _, _ in cov.FIGURES].index("fz_flipped_matched")
+    assert np.array_equal(out["mixed"][:, j], out["jacksum"][:, j], equal_nan=True)
+    assert not np.array_equal(out["jacksum_s"][:, j], out["jacksum"][:, j], equal_nan=True)
+
+
+def _record(value, half, rule="jacksum_s", **sd):
+    return {"value": value, "lo": value - half, "hi": value + half, "rule": rule, "sd": sd}
+
+
+def test_the_report_names_narrow_matched_reads():
+    """marginal_reads lists a primary matched read whose interval excludes 0 by less than a
+    quarter of its half-width, with |value| / sd under its rule and the recorded
+    alternatives; one that excludes 0 widely, or covers it, is not listed. On the default
+    run: the regularizer's memorization read, and the report says so."""
+    import json
+    from bnmem.report.markdown import _marginal_text, marginal_reads
+    figs = {"fz_flipped": {"at_common": _record(0.03, 0.028, jackknife=0.01, samples=0.005,
+                                                delete4=0.015, halves=-0.002, pairs=0.03)},
+            "fz_ood": {"at_common": _record(0.03, 0.01, jackknife=0.004, samples=0.003)},
+            "auc_all": {"at_common": _record(0.01, 0.02, rule="delete4_halves", delete4=0.01, halves=0.0)}}
+    m = {"frontier": {"compare": {"a_minus_b": {"criteria": {"heldout": {"figures": figs}}}}}}
+    got = marginal_reads(m)
+    assert [g["figure"] for g in got] == ["fz_flipped"]
+    g = got[0]
+    assert g["margin"] == pytest.approx(0.002) and g["z"] == pytest.approx(0.03 / np.hypot(0.01, 0.005))
+    assert g["alternatives"]["delete-4 with the halves' samples' part"] == pytest.approx(2.0)  # halves floored at 0
+    assert g["alternatives"]["the pairs' bootstrap"] == pytest.approx(1.0)
+    real = json.loads((ROOT / "results/membership.json").read_text())
+    rows = marginal_reads(real)
+    assert [(r["comparison"], r["figure"]) for r in rows] == [("batchnorm_reg_minus_batchnorm", "fz_flipped")]
+    report = (ROOT / "report.md").read_text()
+    assert all(line in report for line in _marginal_text(real))
+    assert f"excludes 0 by {100 * rows[0]['margin']:.2f} points, |value| / sd {rows[0]['z']:.2f}" in report

@@ -95,7 +95,8 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     vals = np.concatenate([f[0], f[0] - f[1]], axis=1)  # [R, 2F], row 0 the point
     out = {}
     for proc in procedures:
-        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)})
+        # simulated logits are not the real shadows' recipe: `mixed` reads the fallbacks
+        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)}, real_shadow=False)
         # one arm's figures, then the paired differences, read as the attack stage reads a - b
         # at equal epochs (bnmem.attack.intervals.MIXED_RULES)
         reads = list(figures) + [f"{f}@equal" for f in figures]

@@ -158,7 +158,8 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     vals = _rows(phi, keep, kind, counts, weights)
     out = {}
     for proc in procedures:
-        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)})
+        # simulated logits are not the real shadows' recipe: `mixed` reads the fallbacks
+        plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)}, real_shadow=False)
         ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
               for j, (f, _, _) in enumerate(FIGURES)]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],

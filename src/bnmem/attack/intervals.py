@@ -340,7 +340,9 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # jacksum_s, jacksum's variance with a Satterthwaite quantile, from the ninth plan
 # (bench/results/real_shadows_ninth_plan.md: found on pools A-H, where jacksum covered reg -
 # BN on flipped samples at matched fit 0.927; on a ninth, fresh pool I that key 0.926, over
-# nine pools 0.940, the class 0.979, widths 3-10 % over jacksum's). HALVES_FALLBACK holds the
+# nine pools 0.940, the class 0.979, widths 3-10 % over jacksum's on average, single
+# intervals 1-20 %; its scope is enforced by the plan's real_shadow flag, resample.draw_plan,
+# since it reads rows every run draws). HALVES_FALLBACK holds the
 # rule each real-shadow rule replaces.
 MIXED_RULES: dict[tuple[str, str], str] = {
     **{(family, read): "jacksum" for family in ("auc", "mem", "other")

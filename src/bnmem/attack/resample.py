@@ -44,7 +44,9 @@ def draw_plan(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Genera
     names = tuple(d for d in designs(procedure)
                   if real or d not in ("halves", *DELETED_DESIGNS))
     counts, weights, segments = draw_designs(kind, n_pairs, n_boot, rng, names)
-    return counts, weights, IntervalPlan(procedure, n_pairs, segments)
+    # `real` also turns off the real-shadow rules that read only rows every run draws
+    # (jacksum_s: the jackknife and samples rows), so their scope is the plan's
+    return counts, weights, IntervalPlan(procedure, n_pairs, segments, real_shadow=real)
 
 
 def draw_designs(kind: np.ndarray, n_pairs: int, n_boot: int, rng: np.random.Generator,

@@ -49,8 +49,8 @@ _PROC = {  # how each procedure makes its sd (bnmem.attack.intervals.IntervalPla
                       "± 1.96 sd over draws that resample the pairs and the samples together, "
                       "`both`)",
     "jacksum_s": "± t sd (Student's t on Satterthwaite's degrees of freedom: the jackknife's "
-                 "{pairs} − 1, the samples' bootstrap's draws less one, weighted by their "
-                 "shares), the variance the jackknife's over the complementary shadow pairs plus "
+                 "variance on {pairs} − 1, the samples' bootstrap's on its draws less one, "
+                 "each weighted by its square over its degrees of freedom), the variance the jackknife's over the complementary shadow pairs plus "
                  "a bootstrap's over pool samples with the pairs fixed, as jacksum's, used on "
                  "real shadows' recipe at 8 pairs only, for comparisons among none, BN and the "
                  "regularized BN, and only for the Feldman-Zhang memorization differences at "
@@ -165,6 +165,58 @@ def _tpr_rule_text(rule: str) -> str:
     return (f"`{rule}`, the rule above 8 pairs, selected and confirmed at 32 pairs "
             "(`bench/results/tpr32_rules_plan.md`, `tpr32_rules_seed29.md`); `pairs_t`, the "
             f"rule at 8 pairs, under-covers there: {seed27}")
+
+
+_MARGINAL_FIGURES = {"auc_all": "LiRA AUC, all samples", "fz_flipped": "Feldman-Zhang, flipped",
+                     "fz_ood": "Feldman-Zhang, OOD"}
+_ALTERNATIVES = (("delete-4 with the halves' samples' part", ("delete4", "halves")),
+                 ("the pairs' bootstrap", ("pairs",)), ("pairs and samples drawn together", ("both",)))
+
+
+def marginal_reads(membership: dict, ratio: float = 1.25) -> list[dict]:
+    """The primary matched reads (each comparison's AUC and memorization differences at the
+    common point of matched held-out accuracy) whose interval excludes 0 narrowly: |value|
+    under `ratio` half-widths. Per read: the margin, |value| / sd under its own rule, and
+    under each other variance recorded beside it (delete-4 + max(halves, 0), pairs, both)."""
+    from bnmem.attack.intervals import variance_from_sd
+    out = []
+    for comp, x in membership.get("frontier", {}).get("compare", {}).items():
+        figs = x.get("criteria", {}).get("heldout", {}).get("figures", {})
+        for f in _MARGINAL_FIGURES:
+            r = figs.get(f, {}).get("at_common", {})
+            if r.get("lo") is None or r["lo"] <= 0 <= r["hi"]:
+                continue
+            v, half = r["value"], (r["hi"] - r["lo"]) / 2
+            if abs(v) >= ratio * half:
+                continue
+            var = {k: variance_from_sd(sd) for k, sd in r["sd"].items()}
+            own = np.sqrt(var["jackknife"] + var["samples"]) if r["rule"] in ("jacksum", "jacksum_s") \
+                else half / 1.96
+            alt = {}
+            for name, ds in _ALTERNATIVES:
+                if all(var.get(d) is not None for d in ds):
+                    total = sum(max(var[d], 0.0) if d == "halves" else var[d] for d in ds)
+                    if total > 0:
+                        alt[name] = abs(v) / np.sqrt(total)
+            out.append({"comparison": comp, "figure": f, "value": v, "lo": r["lo"], "hi": r["hi"],
+                        "margin": min(abs(r["lo"]), abs(r["hi"])), "z": abs(v) / own,
+                        "rule": r["rule"], "alternatives": alt})
+    return out
+
+
+def _marginal_text(membership: dict) -> list[str]:
+    """A caveat per primary matched read that excludes 0 narrowly (marginal_reads)."""
+    L = []
+    for m in marginal_reads(membership):
+        pts = lambda x: f"{100 * x:+.2f}"  # noqa: E731
+        alts = "; ".join(f"{z:.2f} under {name}" for name, z in m["alternatives"].items())
+        L.append(f"- A narrow matched-utility read: {m['comparison'].replace('_minus_', ' − ')}, "
+                 f"{_MARGINAL_FIGURES[m['figure']]}, at matched held-out accuracy, {pts(m['value'])} "
+                 f"[{pts(m['lo'])}, {pts(m['hi'])}] excludes 0 by {100 * m['margin']:.2f} points, "
+                 f"|value| / sd {m['z']:.2f} under its rule (`{m['rule']}`)"
+                 + (f"; the other variances recorded beside it give {alts}" if alts else "")
+                 + ": a verdict resting on it alone is fragile.")
+    return L
 
 
 def _variance_text(variant: str) -> str:
@@ -373,8 +425,10 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "models+samples procedure as the single-endpoint figures and over-cover in "
           "simulation (0.99-1.00 at nominal 0.95: `bench/results/coverage_matched.md`) and "
           "mostly on real shadows of the default recipe (memorization differences at the common "
-          "point under `jacksum_s`, their rule since a ninth pool: 0.979 over nine pools, "
-          "`bench/results/real_shadows_ninth_plan.md`), but not for every key: reg − BN "
+          "point under `jacksum_s`, their rule since a ninth pool: 0.979 over nine pools; "
+          "found on pools A-H and judged over them plus one fresh pool, whose gate jacksum "
+          "itself would have passed, `bench/results/real_shadows_ninth_plan.md`), but not "
+          "for every key: reg − BN "
           "memorization of flipped samples at matched fit covers 0.940 over nine pools under "
           "`jacksum_s` (0.926 on the ninth, fresh one; 0.926-0.977 per pool), against 0.925 "
           "under jacksum, the rule before it (0.927 over eight pools, 0.923 taking as truth "
@@ -397,8 +451,8 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "covers 0.937 (0.903-0.985 per pool: D, F and H under 0.93, C and B above 0.95), "
           "over the other three 0.970. So verdicts on this key may be slightly "
           "anti-conservative where its read is skewed (a caveat added after the eighth "
-          "pool; its gates passed). Under `jacksum_s` it covers 0.958 over nine pools "
-          "(0.915-0.988 per pool). "
+          "pool; its gates passed; these figures are jacksum's). Under `jacksum_s` it covers "
+          "0.958 over nine pools (0.915-0.988 per pool). "
           "Per-candidate intervals for the minimum did not help (0.870, "
           "`bench/results/real_shadows_pareto_plan.md`). Elsewhere at matched utility: all "
           "samples' AUC difference at the common point, `delete4_halves`, covers 0.951 over "
@@ -408,6 +462,7 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
           "interval may be slightly anti-conservative "
           "(`bench/results/real_shadows_eighth_plan.md`); over the overlap, `delete4_halves` "
           "too, 0.957 (lowest key 0.945).",
+          *_marginal_text(membership),
           "- The within-run matched fit compares an arm mid-schedule (cosine learning rate "
           "still high) with one at its annealed final epoch: a secondary view; the annealed "
           "endpoints are the control.",
