@@ -327,10 +327,11 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # rule: the common point not confirmed on pools C, B, D, adopted on E under redesigned gates
 # (keypooled plan), reverted by F (0.922 where V_h's floor binds, under 0.93); equal budgets
 # adopted on C and B, kept on D, failed the key floors of E and F (0.906, 0.909).
-# Over the overlap the rule failed pool E's key floor (0.907) and pool G's "where V_h's
-# floor is free" (0.973 > 0.97), and was adopted on an eighth, fresh pool H
+# Over the overlap the rule failed pool B's "where V_h's floor binds" (0.972 > 0.97, the
+# deleted plan), pool E's key floor (0.907) and pool G's "where V_h's floor is free" (0.973 >
+# 0.97), and was adopted on an eighth, fresh pool H
 # (bench/results/real_shadows_eighth_plan.md: gates without the upper end of that
-# sub-gate, a change stated before pool H, which passed the old gates too; 0.958 on pool H,
+# sub-gate, a change stated before pool H, which passed the old gates too, by 0.001; 0.958 on pool H,
 # 0.957 over eight pools per key, lowest key 0.945), where A and E were confirmed (0.947 /
 # 0.955 on pool H; 0.951 / 0.954 over eight, lowest key 0.936 / 0.941). It is an empirical rule, not a consistent
 # variance: V_4 still overstates the pairs' variance about 1.2-1.3x there, which at 1.96
