@@ -100,19 +100,23 @@ def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str,
                           "headline": S.headline(pools)}
 
 
+def with_h(loaded: tuple[list, dict] | None = None) -> tuple[list, dict]:
+    """F.load_all()'s pools A-G and full reads (`loaded`, not changed) with pool H and its
+    full read, 64-pair halves and sample reweightings (results/real_shadows_eighth.json)."""
+    pools, full = loaded or F.load_all()
+    here = json.loads(OUT.read_text())
+    if here["H"]["pool"] != F._meta_pool(FRESH[1]):
+        raise SystemExit("pool H's full read comes from another pool")
+    return ([*pools, P.load(*FRESH)],
+            {**full, "H": here["H"], "halves": {**full["halves"], "H": here["halves"]["H"]},
+             "boot": {**full["boot"], "H": here["boot"]["H"]}})
+
+
 def memorization_part(spec: tuple, loaded: tuple[list, dict] | None = None) -> tuple[list[str], dict]:
     """The memorization part's lines and figures for the pools of `spec`, the last fresh
     (`loaded`: F.load_all()'s pools A-G and full reads, to take them from; not changed)."""
-    pools, full = loaded or F.load_all()
-    pools, full = list(pools), {**full, "halves": dict(full["halves"]), "boot": dict(full["boot"])}
     fresh = spec[-1][0]
-    if fresh == "H":
-        here = json.loads(OUT.read_text())
-        pools.append(P.load(*FRESH))
-        full["H"] = here["H"]
-        full["halves"]["H"], full["boot"]["H"] = here["halves"]["H"], here["boot"]["H"]
-        if full["H"]["pool"] != F._meta_pool(FRESH[1]):
-            raise SystemExit("pool H's full read comes from another pool")
+    pools, full = with_h(loaded) if fresh == "H" else (loaded or F.load_all())
     head = (f"## Memorization at the common point against theta_full: pool {fresh} (plan: "
             "real_shadows_eighth_plan.md)",
             "`python bench/real_shadow_eighth.py table` from the committed stores, "

@@ -52,15 +52,12 @@ def widen(d: dict, key: str) -> np.ndarray:
 
 def load(fresh: str) -> tuple[list[dict], dict]:
     """Pools A-H (with H's full read, the eighth's) and, for fresh "I", pool I with its own."""
-    pools, full = E.F.load_all()
-    pools = list(pools) + [P.load(*E.FRESH)]
-    full["H"] = json.loads(E.OUT.read_text())["H"]
+    pools, full = E.with_h()
     if fresh == "I":
-        pools.append(P.load(*FRESH))
         full["I"] = json.loads(OUT.read_text())["I"]
-    for label, seed, _ in (E.FRESH, FRESH)[: 2 if fresh == "I" else 1]:
-        if full[label]["pool"] != F._meta_pool(seed):
-            raise SystemExit(f"pool {label}'s full read comes from another pool")
+        if full["I"]["pool"] != F._meta_pool(FRESH[1]):
+            raise SystemExit("pool I's full read comes from another pool")
+        pools.append(P.load(*FRESH))
     return pools, full
 
 
