@@ -1,0 +1,256 @@
+"""The analysis of bench/results/real_shadows_tenth_plan.md (fixed before any of pool J's
+figures and before any of pool I's AUC figures): a tenth, fresh pool (J, data seed 10)
+re-checks every real-shadow rule in use, no rule proposed.
+
+- The AUC classes A, B and E under D4 (`delete4_halves`), the eighth plan's gates
+  (split_upper=False): pool J alone with the fresh-pool key floors, the ten pools A-J per key
+  with the pooled floors. A class that fails reverts (A and E to jacksum, B to `both`).
+  Pool I's figures are reported beside J's and enter the ten pools; they decide nothing alone.
+- Memorization at the common point under `jacksum_s` against theta_full, the ninth plan's
+  gates: pool J alone (K2 >= 0.91, K1 >= 0.90), ten pools (every key >= 0.93, class <=
+  0.99). A failure changes the report's caveat, not the rule.
+- Reported, deciding nothing: the headline key's D4 variance over the truth and its
+  effective df; D4 with a Satterthwaite quantile (V_4 on 7 df); memorization under
+  V_j + max(V_h, 0) with t(5) (both found on pools A-H, the plan's exploratory analysis).
+
+    # needs pool J's logits (/work/realpool10): its full read and V_j check
+    python bench/real_shadow_tenth.py compute
+    python bench/real_shadow_tenth.py table --out bench/results/real_shadows_tenth.md
+    # the same analysis over pools A-H (neither I nor J): the check made before pool J
+    python bench/real_shadow_tenth.py table --as-of H
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import lscpu  # noqa: E402
+import real_shadow_eighth as E  # noqa: E402
+import real_shadow_fullread as F  # noqa: E402
+import real_shadow_halves as H  # noqa: E402
+import real_shadow_keypooled as K  # noqa: E402
+import real_shadow_ninth as N  # noqa: E402
+import real_shadow_pareto as P  # noqa: E402
+import real_shadow_rules as R  # noqa: E402
+import real_shadow_sixth as S  # noqa: E402
+import real_shadow_seventh as V  # noqa: E402
+
+FRESH = ("J", 10, 200)
+POOL_I = N.FRESH  # ("I", 9, 200): the ninth plan's fresh pool, its AUC stores first read here
+POOLS = E.POOLS + (POOL_I, FRESH)  # A, C, B, D, E, F, G, H, I, J
+OUT = ROOT / "results" / "real_shadows_tenth.json"
+DECIDED = V.DECIDED  # A, B, E
+OTHERWISE = {"A": "jacksum", "B": "both", "E": "jacksum"}  # the eighth plan's fallbacks
+MANY = {8: "eight", 9: "nine", 10: "ten"}
+K1, K2 = F.KEYS
+JH_DF = 5  # the reported memorization candidate's t df (V_j's effective df on K2, rounded down)
+
+
+def spec_of(as_of: str) -> tuple:
+    return POOLS if as_of == "J" else E.POOLS
+
+
+# --- AUC classes ---------------------------------------------------------------------------
+
+def auc_decide(per_pool: dict, pooled: dict, fresh: str) -> dict:
+    """Per class: gate 1 (the fresh pool, fresh floors), gate 2 (all pools per key, pooled
+    floors), split_upper=False, and the action; pool I's gate 1 (reported) where it is in."""
+    out = {}
+    for cls in DECIDED:
+        g1 = E.gates(per_pool[fresh][cls]["rules"]["D4"], K.FRESH_FLOORS, False)
+        g2 = E.gates(pooled[cls], K.POOLED_FLOORS, False)
+        fails = ([f"pool {fresh}: {g1[1]}"] if not g1[0] else []) + \
+                ([f"all pools: {g2[1]}"] if not g2[0] else [])
+        out[cls] = {"gate1": g1, "gate2": g2, "d4": not fails,
+                    "action": (f"D4 stays for class {cls}" if not fails else
+                               f"class {cls} reverts to {OTHERWISE[cls]} (" + "; ".join(fails) + ")"),
+                    "gate1_I": (E.gates(per_pool["I"][cls]["rules"]["D4"], K.FRESH_FLOORS, False)
+                                if "I" in per_pool and fresh != "I" else None)}
+    return out
+
+
+def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str, dict]:
+    pools, per_pool = loaded or S.load_tables(spec)
+    names = [name for name, _, _ in spec]
+    pools, per_pool = {p: pools[p] for p in names}, {p: per_pool[p] for p in names}
+    fresh, many = names[-1], MANY[len(names)]
+    pooled = {cls: K.pooled_cell(list(pools.values()), cls) for cls in DECIDED}
+    dec = auc_decide(per_pool, pooled, fresh)
+    title = ((f"a tenth pool ({fresh}) re-checks every real-shadow rule in use" if fresh == "J" else
+              f"the tenth plan's analysis as of pool {fresh}"), "tenth",
+             "written before any of pool J's figures and any of pool I's AUC figures" if fresh == "J"
+             else "pools A-H, H last: the check made before pool J, deciding nothing")
+    command = ("python bench/real_shadow_tenth.py table --out bench/results/real_shadows_tenth.md"
+               if fresh == "J" else "python bench/real_shadow_tenth.py table --as-of H")
+    text = V.markdown(per_pool, pooled, dec, S.headline(pools), fresh, many, title, command).rstrip("\n")
+    # the seventh's "rules in use" lines name R.CLASSES' rules from before D4; D4 is in use
+    # for all three classes now, so they are left out
+    L = text.split("\n")
+    at = L.index(f"Pool {fresh}, the rules in use (deciding nothing):")
+    L = L[:at - 1] + L[at + 2 + len(DECIDED):]
+    if "I" in per_pool and fresh != "I":
+        L += ["", "Pool I alone (its AUC stores first read here; reported, deciding nothing):", "",
+              *K.HEAD, *(K._row(f"{cls}: {R.LABEL[cls]}", per_pool["I"][cls]["rules"]["D4"])
+                         for cls in DECIDED), ""]
+        L += [f"- {cls}: pool I " + ("passes" if dec[cls]["gate1_I"][0] else
+                                     "fails: " + dec[cls]["gate1_I"][1]) + " the fresh-pool gates"
+              for cls in DECIDED]
+    return "\n".join(L), {"decision": dec, "pooled": pooled, "per_pool": per_pool,
+                          "headline": S.headline(pools), "pools": pools}
+
+
+# --- memorization at the common point ---------------------------------------------------------
+
+def mem_load(as_of: str) -> tuple[list[dict], dict]:
+    """Pools A-H (as_of "H") or A-J with their full reads."""
+    if as_of == "H":
+        return N.load("H")
+    pools, full = N.load("I")
+    here = json.loads(OUT.read_text())
+    if here["J"]["pool"] != F._meta_pool(FRESH[1]):
+        raise SystemExit("pool J's full read comes from another pool")
+    full["J"] = here["J"]
+    return [*pools, P.load(*FRESH)], full
+
+
+def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
+    f = N.figures(pools, full)
+    dec = N.decision(f)  # the ninth plan's gates, the last pool fresh
+    labels = [d["label"] for d in pools]
+    fresh, many = labels[-1], MANY[len(pools)]
+    mean = lambda k, c: float(np.mean(f[k][c]))  # noqa: E731
+    L = [f"## Memorization at the common point: `jacksum_s` against theta_full, pool {fresh} fresh", "",
+         "The ninth plan's figures (`real_shadow_ninth.figures`): jacksum_s ± t_nu sqrt(V_j + V_S), "
+         f"nu = (V_j + V_S)² / (V_j² / 7 + V_S² / {N.DRAWS - 1}); truth theta_full. {many.capitalize()} "
+         "pools: " + ", ".join(labels) + ", weighted equally per key.", "",
+         f"| key | pool {fresh}: jacksum / jacksum_s | {many} pools: jacksum / jacksum_s (lowest pool) | "
+         f"per pool (jacksum_s) |", "|---|---|---|---|"]
+    for k, r in f.items():
+        L.append(f"| `{k}` | {r['JS'][-1]:.3f} / {r['JSs'][-1]:.3f} | {mean(k, 'JS'):.3f} / "
+                 f"{mean(k, 'JSs'):.3f} ({min(r['JSs']):.3f}) | " + ", ".join(f"{x:.3f}" for x in r["JSs"]) + " |")
+    L += ["", f"Class (12 keys), {many} pools: jacksum_s {dec['class']:.3f} (lowest key {dec['lowest']:.3f}); "
+          f"pool {fresh}: {np.mean([r['JSs'][-1] for r in f.values()]):.3f}.", "",
+          "### Decision", "",
+          f"- Gate 1 (pool {fresh} alone; K2 ≥ {N.KEY_FLOOR_FRESH[K2]}, K1 ≥ {N.KEY_FLOOR_FRESH[K1]}): "
+          + ("passes" if dec["gate1"] else "fails") + f" (K2 {f[K2]['JSs'][-1]:.3f}, K1 {f[K1]['JSs'][-1]:.3f})",
+          f"- Gate 2 ({many} pools per key; every key ≥ {N.POOLED_KEY_FLOOR}, class ≤ {N.CLASS_CEILING}): "
+          + ("passes" if dec["gate2"] else "fails") + f" (lowest key {dec['lowest']:.3f}, class {dec['class']:.3f})"]
+    failing = [k for k in f if mean(k, "JSs") < N.POOLED_KEY_FLOOR]
+    if fresh == "J":
+        L.append("- **jacksum_s stays**" + ("" if dec["gate1"] and dec["gate2"] else
+                 "; the report's caveat names " + (", ".join(f"`{k}` ({mean(k, 'JSs'):.3f})" for k in failing)
+                                                    or f"pool J's K1 / K2 shortfall") + "**"))
+        vj = full[fresh]["vj"]
+        L += ["", f"Pool {fresh}'s V_j check (`real_shadow_pareto.full_pool`): {vj['no_source_change']} "
+              f"records without a source change, V_j equal to the store's in {vj['equal_there']}; "
+              f"{vj['source_change']} with one, V_j differs in {vj['differs_there']}."]
+    return L, {"figures": f, "decision": dec, "failing": failing}
+
+
+# --- reported, deciding nothing ------------------------------------------------------------------
+
+def _covered(d: dict, key: str, comp: dict, h: np.ndarray, shift: float = 0.0) -> float:
+    dev = (d["dcov"][key][:, 0] - comp["mu"]) * np.sqrt(d["n_pairs"] / (d["n_pairs"] - R.PAIRS)) + shift
+    ok = np.isfinite(h) & np.isfinite(dev)
+    return float(R.covered(h[ok], dev[ok], comp["t_s"])[0].mean())
+
+
+def reported(auc_pools: dict, mem_pools: list[dict], full: dict) -> tuple[list[str], dict]:
+    """The plan's reported figures: the headline key's V / T and effective df per pool; D4
+    with Satterthwaite's quantile (V_4 on 7 df, V_h's df many) per class key; memorization
+    under V_j + max(V_h, 0) with t(JH_DF), against theta_full, with its mean width over
+    jacksum_s's."""
+    names = list(auc_pools)
+    out = {"headline": {}, "d4s": {}, "jh": {}}
+    for p, d in auc_pools.items():
+        c = H.components(d, S.HEADLINE)
+        v = d["dcov"][S.HEADLINE][:, 3] + np.maximum(d["hcov"][S.HEADLINE][:, 1], 0.0)
+        v = v[np.isfinite(v)]
+        out["headline"][p] = {"v_over_t": float(v.mean() / (c["t_p"] + c["t_s"])),
+                              "df": float(2 * v.mean() ** 2 / v.var(ddof=1))}
+    for cls in DECIDED:
+        for k in H.class_keys(auc_pools[names[0]], cls):
+            row = []
+            for d in auc_pools.values():
+                c = H.components(d, k)
+                v4, vh = d["dcov"][k][:, 3], np.maximum(d["hcov"][k][:, 1], 0.0)
+                v = v4 + vh
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    q = stats.t.ppf(0.975, v ** 2 / (v4 ** 2 / (R.PAIRS - 1)))
+                row.append(_covered(d, k, c, q * np.sqrt(v)))
+            out["d4s"][k] = row
+    mem = {d["label"]: d for d in mem_pools}
+    for k in P.keys_of():
+        cov, ratio = [], []
+        for p in names:
+            d, q = auc_pools[p], mem[p]
+            c = H.components(d, k)
+            vj, vh, vs = q["hcov"][k][:, 2], np.maximum(d["hcov"][k][:, 1], 0.0), q["an"][k][:, 2]
+            h = stats.t.ppf(0.975, JH_DF) * np.sqrt(vj + vh)
+            cov.append(_covered(d, k, c, h, c["mu"] - full[p]["reads"][k]))
+            hs = stats.t.ppf(0.975, N.nu(vj, vs)) * np.sqrt(vj + vs)
+            ratio.append(float(np.nanmean(h) / np.nanmean(hs)))
+        out["jh"][k] = {"cov": cov, "ratio": ratio}
+    many = MANY[len(names)]
+    hd = out["headline"]
+    L = ["## Reported, deciding nothing (the plan's exploratory figures, recomputed)", "",
+         f"The headline key under D4, per pool ({', '.join(names)}): mean V / T "
+         + ", ".join(f"{hd[p]['v_over_t']:.2f}" for p in names) + "; V's effective df (2 mean² / "
+         "variance over the pool's subsets) " + ", ".join(f"{hd[p]['df']:.1f}" for p in names) + ".", "",
+         f"D4 with Satterthwaite's quantile (V_4 on 7 df), coverage over the {many} pools per key "
+         "(lowest pool):", ""]
+    for cls in DECIDED:
+        L.append(f"- {cls}: " + "; ".join(f"`{k}` {np.mean(r):.3f} ({min(r):.3f})"
+                                          for k, r in out["d4s"].items() if k in H.class_keys(auc_pools[names[0]], cls)))
+    jm = {k: float(np.mean(r["cov"])) for k, r in out["jh"].items()}
+    L += ["", f"Memorization at the common point under V_j + max(V_h, 0), ± t({JH_DF}) sd, against "
+          f"theta_full, {many} pools per key (lowest pool; mean width over jacksum_s's):", ""]
+    L += [f"- `{k}` {jm[k]:.3f} ({min(r['cov']):.3f}; {np.mean(r['ratio']):.3f})" for k, r in out["jh"].items()]
+    L += ["", f"Class {np.mean(list(jm.values())):.3f}, lowest key {min(jm.values()):.3f}, highest "
+          f"{max(jm.values()):.3f}" + (f"; on pool {names[-1]} alone "
+                                       f"{np.mean([r['cov'][-1] for r in out['jh'].values()]):.3f} (lowest key "
+                                       f"{min(r['cov'][-1] for r in out['jh'].values()):.3f})." if len(names) > 8 else ".")]
+    return L, out
+
+
+def table_main(a: argparse.Namespace) -> None:
+    spec = spec_of(a.as_of)
+    auc, got = auc_part(spec)
+    mem_pools, full = mem_load(a.as_of)
+    mem, _ = mem_part(mem_pools, full)
+    rep, _ = reported(got["pools"], mem_pools, full)
+    H.write(auc + "\n\n" + "\n".join(mem) + "\n\n" + "\n".join(rep), a.out)
+
+
+def compute_main(a: argparse.Namespace) -> None:
+    t0, started = time.time(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    g = P.full_pool(*FRESH)
+    meta = {"started": started, "seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
+            "command": "python " + " ".join(sys.argv)}
+    OUT.write_text(json.dumps({"meta": meta, FRESH[0]: g}, indent=1) + "\n")
+    print(json.dumps(meta, indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("compute", help="pool J's full read and V_j check (needs the logits)")
+    t = sub.add_parser("table", help="the plan's tables and decisions")
+    t.add_argument("--out", type=Path)
+    t.add_argument("--as-of", choices=("H", "J"), default="J",
+                   help="H: pools A-H, H last (the check made before pool J)")
+    a = ap.parse_args()
+    {"compute": compute_main, "table": table_main}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
