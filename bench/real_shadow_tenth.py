@@ -189,6 +189,15 @@ def reported(auc_pools: dict, mem_pools: list[dict], full: dict) -> tuple[list[s
                 row.append(_covered(d, k, c, q * np.sqrt(v)))
             out["d4s"][k] = row
     mem = {d["label"]: d for d in mem_pools}
+    out["parts"] = {}
+    for k in P.keys_of():  # the components over the truth's parts, mean over the pools
+        rows = []
+        for p in names:
+            d, q = auc_pools[p], mem[p]
+            c = R.truth_parts(q, k)
+            rows.append((np.nanmean(q["hcov"][k][:, 2]) / c["t_p"], np.nanmean(q["an"][k][:, 2]) / c["t_s"],
+                         np.nanmean(d["hcov"][k][:, 1]) / c["t_s"]))
+        out["parts"][k] = [float(x) for x in np.mean(rows, axis=0)]
     for k in P.keys_of():
         cov, ratio = [], []
         for p in names:
@@ -204,13 +213,24 @@ def reported(auc_pools: dict, mem_pools: list[dict], full: dict) -> tuple[list[s
     hd = out["headline"]
     L = ["## Reported, deciding nothing (the plan's exploratory figures, recomputed)", "",
          f"The headline key under D4, per pool ({', '.join(names)}): mean V / T "
-         + ", ".join(f"{hd[p]['v_over_t']:.2f}" for p in names) + "; V's effective df (2 mean² / "
-         "variance over the pool's subsets) " + ", ".join(f"{hd[p]['df']:.1f}" for p in names) + ".", "",
+         + ", ".join(f"{hd[p]['v_over_t']:.2f}" for p in names) + "; V's relative SD over the pool's "
+         "subsets " + ", ".join(f"{np.sqrt(2 / hd[p]['df']):.2f}" for p in names) + ", its effective df "
+         "(2 mean² / variance) " + ", ".join(f"{hd[p]['df']:.1f}" for p in names)
+         + f", mean {np.mean([hd[p]['df'] for p in names]):.1f}; the 1.96 quantile on a variance with that "
+         f"many df covers {2 * stats.t.cdf(1.96, np.mean([hd[p]['df'] for p in names])) - 1:.3f} (Student's t).", "",
          f"D4 with Satterthwaite's quantile (V_4 on 7 df), coverage over the {many} pools per key "
          "(lowest pool):", ""]
     for cls in DECIDED:
         L.append(f"- {cls}: " + "; ".join(f"`{k}` {np.mean(r):.3f} ({min(r):.3f})"
                                           for k, r in out["d4s"].items() if k in H.class_keys(auc_pools[names[0]], cls)))
+    pt = out["parts"]
+    L += ["", f"Memorization at the common point, the components over the truth's parts (mean over the {many} "
+          "pools): V_j / T_p, V_S / T_s, V_h / T_s per key:", ""]
+    L += [f"- `{k}` {a:.2f}, {b:.2f}, {c:.2f}" for k, (a, b, c) in pt.items()]
+    L += ["", f"V_j / T_p {min(v[0] for k, v in pt.items() if k != K1):.2f}–"
+          f"{max(v[0] for k, v in pt.items() if k != K1):.2f} on the eleven keys other than K1 "
+          f"({pt[K1][0]:.2f}); V_S / T_s {min(v[1] for v in pt.values()):.2f}–{max(v[1] for v in pt.values()):.2f}; "
+          f"V_h / T_s {np.mean([v[2] for v in pt.values()]):.2f} over the keys."]
     jm = {k: float(np.mean(r["cov"])) for k, r in out["jh"].items()}
     L += ["", f"Memorization at the common point under V_j + max(V_h, 0), ± t({JH_DF}) sd, against "
           f"theta_full, {many} pools per key (lowest pool; mean width over jacksum_s's):", ""]
