@@ -1,0 +1,63 @@
+"""The tenth plan (bench/results/real_shadows_tenth_plan.md): a tenth pool (J) re-checks D4
+for the AUC classes and jacksum_s for memorization at the common point. Its tables
+regenerate from the committed stores, the check made before pool J reproduces the eighth
+and ninth plans' figures, and the plan quotes the exploratory figures the script recomputes."""
+import numpy as np
+import pytest
+
+from conftest import ROOT, load_script
+
+T = load_script("bench/real_shadow_tenth.py")
+flat = lambda p: " ".join((ROOT / p).read_text().split())  # noqa: E731
+
+
+def _as_of_h():
+    got = T.S.load_tables(T.E.POOLS)
+    auc, r = T.auc_part(T.E.POOLS, got)
+    pools, full = T.mem_load("H")
+    mem, m = T.mem_part(pools, full)
+    rep, x = T.reported(r["pools"], pools, full)
+    return auc + "\n\n" + "\n".join(mem) + "\n\n" + "\n".join(rep) + "\n", r, m, x
+
+
+@pytest.mark.slow  # eight pools' AUC and memorization stores (about 30 s)
+def test_the_check_before_pool_j_follows_from_the_stores():
+    """The as-of-H table regenerates byte for byte; its AUC rows are the eighth table's and
+    its memorization figures the ninth's as of H; the plan's exploratory figures are the
+    reported section's."""
+    text, r, m, x = _as_of_h()
+    assert text == (ROOT / "bench/results/real_shadows_tenth_as_of_H.md").read_text()
+    eighth = (ROOT / "bench/results/real_shadows_eighth.md").read_text()
+    rows = [ln for ln in text.splitlines() if ln.startswith(("| A:", "| B:", "| E:", "- A:", "- B:", "- E:"))
+            and "Satterthwaite" not in ln]
+    assert rows and all(ln in eighth for ln in rows[:6])  # pool H alone and the eight pools
+    ninth = (ROOT / "bench/results/real_shadows_ninth_as_of_H.md").read_text()
+    assert f"jacksum_s {m['decision']['class']:.3f} (lowest key {m['decision']['lowest']:.3f})" in ninth
+    plan = flat("bench/results/real_shadows_tenth_plan.md")
+    hd = x["headline"]
+    vt = [v["v_over_t"] for v in hd.values()]
+    rsd = [np.sqrt(2 / v["df"]) for v in hd.values()]
+    assert f"is {min(vt):.2f}–{max(vt):.2f} per pool" in plan
+    assert f"relative SD over a pool's 200 subsets is {min(rsd):.2f}–{max(rsd):.2f}, about {np.mean([v['df'] for v in hd.values()]):.0f}" in plan
+    d4s = x["d4s"]
+    assert f"the headline key {np.mean(d4s[T.S.HEADLINE]):.3f}" in plan
+    a_keys = T.H.class_keys(next(iter(r["pools"].values())), "A")
+    matched = [np.mean(d4s[k]) for k in a_keys if k.endswith("matched")]
+    fit = [np.mean(d4s[k]) for k in a_keys if k.endswith("fit")]
+    assert f"class A's three matched keys {min(matched):.3f}–{max(matched):.3f}, its fit keys {min(fit):.3f}–{max(fit):.3f}" in plan
+    for cls in "BE":
+        ks = [np.mean(d4s[k]) for k in T.H.class_keys(next(iter(r["pools"].values())), cls)]
+        assert f"class {cls}'s {'keys ' if cls == 'B' else ''}{min(ks):.3f}–{max(ks):.3f}" in plan
+    pt = x["parts"]
+    others = [v[0] for k, v in pt.items() if k != T.K1]
+    assert f"mean V_j / T_p {min(others):.2f}– {max(others):.2f} on eleven keys, {pt[T.K1][0]:.2f} on K1" in plan.replace("–1", "– 1") \
+        or f"mean V_j / T_p {min(others):.2f}–{max(others):.2f} on eleven keys, {pt[T.K1][0]:.2f} on K1" in plan
+    assert f"mean V_S / T_s {min(v[1] for v in pt.values()):.1f}–{max(v[1] for v in pt.values()):.1f} per key" in plan
+    assert f"mean V_h / T_s {np.mean([v[2] for v in pt.values()]):.2f}" in plan
+    jm = {k: np.mean(v["cov"]) for k, v in x["jh"].items()}
+    ratios = [np.mean(v["ratio"]) for v in x["jh"].values()]
+    assert (f"the class covers {np.mean(list(jm.values())):.3f} (lowest key K2 {jm[T.K2]:.3f}, highest "
+            f"{max(jm.values()):.3f})") in plan and min(jm, key=jm.get) == T.K2
+    assert f"a mean width {min(ratios):.2f}–{max(ratios):.2f} times `jacksum_s`'s per key" in plan
+    js = {k: np.mean(v["JSs"]) for k, v in m["figures"].items() if k not in (T.K1, T.K2)}
+    assert f"({min(js.values()):.3f}–{max(js.values()):.3f} under `jacksum_s`)" in plan
