@@ -15,9 +15,10 @@ def _as_of_h():
     got = T.S.load_tables(T.E.POOLS)
     auc, r = T.auc_part(T.E.POOLS, got)
     pools, full = T.mem_load("H")
+    checks = T.check_stores(T.E.POOLS, r["pools"], pools, full)
     mem, m = T.mem_part(pools, full)
     rep, x = T.reported(r["pools"], pools, full)
-    return auc + "\n\n" + "\n".join(mem) + "\n\n" + "\n".join(rep) + "\n", r, m, x
+    return auc + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n\n" + "\n".join(rep) + "\n", r, m, x
 
 
 @pytest.mark.slow  # eight pools' AUC and memorization stores (about 30 s)
@@ -61,3 +62,38 @@ def test_the_check_before_pool_j_follows_from_the_stores():
     assert f"a mean width {min(ratios):.2f}–{max(ratios):.2f} times `jacksum_s`'s per key" in plan
     js = {k: np.mean(v["JSs"]) for k, v in m["figures"].items() if k not in (T.K1, T.K2)}
     assert f"({min(js.values()):.3f}–{max(js.values()):.3f} under `jacksum_s`)" in plan
+
+
+def _cell(coverage=0.95, low=0.94, free=0.95, bound=0.95, n_bound=500):
+    """A class cell with the fields the gates read (real_shadow_halves.passes)."""
+    return {"coverage": coverage, "min": low, "free": free, "bound": bound, "n_bound": n_bound,
+            "ts15": {"min": low - 0.01}, "b8": {"coverage": coverage}, "emp": {"coverage": coverage}}
+
+
+def test_only_under_coverage_reverts_a_class_and_both_fresh_pools_decide():
+    """The amended decision: a class reverts when a gate fails on its lower side, on pool I,
+    pool J or the ten pools; over-coverage alone keeps D4 and is named."""
+    def decide(i=None, j=None, pooled=None):
+        per = {p: {c: {"rules": {"D4": cell or _cell()}} for c in "ABE"} for p, cell in (("I", i), ("J", j))}
+        return T.auc_decide(per, {c: pooled or _cell() for c in "ABE"}, ("I", "J"))["A"]
+    ok = decide()
+    assert ok["d4"] and ok["action"] == "D4 stays for class A"
+    over = decide(j=_cell(coverage=0.975))
+    assert over["d4"] and "over-covers: pool J: pooled 0.975" in over["action"]
+    assert not decide(i=_cell(low=0.905))["d4"]  # pool I decides too
+    assert "reverts to jacksum (pool J: lowest key 0.905;" in decide(j=_cell(low=0.905))["action"]
+    assert not decide(pooled=_cell(low=0.925))["d4"]  # the ten pools' floor is 0.93
+    assert decide(i=_cell(low=0.925))["d4"]  # a fresh pool's is 0.91
+    assert not decide(j=_cell(free=0.92))["d4"] and decide(j=_cell(free=0.99))["d4"]
+
+
+def test_the_memorization_caveat_names_each_failing_key_with_its_figures():
+    keys = [f"k{i}" for i in range(10)] + [T.K1, T.K2]
+    f = {k: {"JSs": [0.95] * 9 + [0.96]} for k in keys}
+    assert T.caveat_lines(f, {"class": 0.95}, "J", "ten") == []
+    f[T.K2]["JSs"][-1] = 0.905
+    f["k3"]["JSs"] = [0.92] * 10
+    lines = T.caveat_lines(f, {"class": 0.995}, "J", "ten")
+    assert lines[0] == f"`{T.K2}` covered 0.905 on pool J, a fresh pool (floor 0.91), {np.mean(f[T.K2]['JSs']):.3f} over ten pools."
+    assert lines[1] == "`k3` covers 0.920 over ten pools (floor 0.93)."
+    assert lines[2] == "The class covers 0.995 over ten pools (ceiling 0.99)."
