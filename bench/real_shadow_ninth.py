@@ -140,11 +140,16 @@ def table(pools: list[dict], full: dict) -> tuple[list[str], dict]:
               f"{max(np.mean(r['vj_df']) for k, r in f.items() if k not in (K1, K2)):.1f}. Single "
               f"intervals' width over jacksum's: {min(np.nanmin(widen(d, k)) for d in pools for k in f):.3f}-"
               f"{max(np.nanmax(widen(d, k)) for d in pools for k in f):.3f}."]
-    vj = full[fresh]["vj"]
-    L += ["", f"Pool {fresh}'s V_j check (`real_shadow_pareto.full_pool`): {vj['no_source_change']} "
-          f"records without a source change, V_j equal to the store's in {vj['equal_there']}; "
-          f"{vj['source_change']} with one, V_j differs in {vj['differs_there']}."]
+    L += ["", vj_check_line(full, fresh)]
     return L, {"figures": f, "decision": dec}
+
+
+def vj_check_line(full: dict, label: str) -> str:
+    """A fresh pool's V_j check (`real_shadow_pareto.full_pool`), in one line."""
+    vj = full[label]["vj"]
+    return (f"Pool {label}'s V_j check (`real_shadow_pareto.full_pool`): {vj['no_source_change']} "
+            f"records without a source change, V_j equal to the store's in {vj['equal_there']}; "
+            f"{vj['source_change']} with one, V_j differs in {vj['differs_there']}.")
 
 
 def table_main(a: argparse.Namespace) -> None:
@@ -152,13 +157,19 @@ def table_main(a: argparse.Namespace) -> None:
     H.write("\n".join(table(pools, full)[0]), a.out)
 
 
-def compute_main(a: argparse.Namespace) -> None:
+def write_full_read(fresh: tuple, out: Path) -> None:
+    """A fresh pool's full read and V_j check (`real_shadow_pareto.full_pool`, from its
+    logits) to `out`, with the time, machine and command."""
     t0, started = time.time(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    g = P.full_pool(*FRESH)
+    g = P.full_pool(*fresh)
     meta = {"started": started, "seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
             "command": "python " + " ".join(sys.argv)}
-    OUT.write_text(json.dumps({"meta": meta, FRESH[0]: g}, indent=1) + "\n")
+    out.write_text(json.dumps({"meta": meta, fresh[0]: g}, indent=1) + "\n")
     print(json.dumps(meta, indent=2))
+
+
+def compute_main(a: argparse.Namespace) -> None:
+    write_full_read(FRESH, OUT)
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,6 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-import lscpu  # noqa: E402
 import real_shadow_eighth as E  # noqa: E402
 import real_shadow_fullread as F  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
@@ -157,10 +155,7 @@ def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
     if fresh == "J":
         L.append("- **jacksum_s stays** (a check, not a choice: no other rule was pre-registered); "
                  + ("no caveat follows" if not caveat else "the report's caveat: " + " ".join(caveat)))
-        vj = full[fresh]["vj"]
-        L += ["", f"Pool {fresh}'s V_j check (`real_shadow_pareto.full_pool`): {vj['no_source_change']} "
-              f"records without a source change, V_j equal to the store's in {vj['equal_there']}; "
-              f"{vj['source_change']} with one, V_j differs in {vj['differs_there']}."]
+        L += ["", N.vj_check_line(full, fresh)]
     failing = caveat
     return L, {"figures": f, "decision": dec, "failing": failing}
 
@@ -323,12 +318,7 @@ def table_main(a: argparse.Namespace) -> None:
 
 
 def compute_main(a: argparse.Namespace) -> None:
-    t0, started = time.time(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    g = P.full_pool(*FRESH)
-    meta = {"started": started, "seconds": round(time.time() - t0, 1), "cpu": lscpu.model_name(),
-            "command": "python " + " ".join(sys.argv)}
-    OUT.write_text(json.dumps({"meta": meta, FRESH[0]: g}, indent=1) + "\n")
-    print(json.dumps(meta, indent=2))
+    N.write_full_read(FRESH, OUT)
 
 
 def main() -> None:
