@@ -97,3 +97,25 @@ def test_the_memorization_caveat_names_each_failing_key_with_its_figures():
     assert lines[0] == f"`{T.K2}` covered 0.905 on pool J, a fresh pool (floor 0.91), {np.mean(f[T.K2]['JSs']):.3f} over ten pools."
     assert lines[1] == "`k3` covers 0.920 over ten pools (floor 0.93)."
     assert lines[2] == "The class covers 0.995 over ten pools (ceiling 0.99)."
+
+
+@pytest.mark.slow  # ten pools' AUC and memorization stores and pool J's full read (about 40 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
+    """The tenth table regenerates byte for byte from the committed stores; the pipeline's
+    rules are the ones its decisions leave (D4 for classes A, B and E unless one reverted;
+    jacksum_s for memorization at the common point); the plan, README and report quote it."""
+    got = T.S.load_tables(T.POOLS)
+    auc, r = T.auc_part(T.POOLS, got)
+    pools, full = T.mem_load("J")
+    checks = T.check_stores(T.POOLS, r["pools"], pools, full)
+    mem, m = T.mem_part(pools, full)
+    rep, x = T.reported(r["pools"], pools, full)
+    text = auc + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n\n" + "\n".join(rep) + "\n"
+    assert text == (ROOT / "bench/results/real_shadows_tenth.md").read_text()
+    from bnmem.attack import intervals as I
+    dec = r["decision"]
+    for cls, read in (("A", "common"), ("B", "overlap"), ("E", "equal")):
+        want = "delete4_halves" if dec[cls]["d4"] else T.OTHERWISE[cls]
+        assert I.MIXED_RULES[("auc", read)] == want, cls
+    assert I.MIXED_RULES[("mem", "common")] == "jacksum_s"
+    _quotes(r, m, x)
