@@ -255,19 +255,22 @@ def test_mixed_falls_back_where_a_deleted_rule_cannot_be_read(monkeypatch):
 
 def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
     """delete4_halves (classes A and E, adopted by bench/results/real_shadows_seventh_plan.md;
-    B by real_shadows_eighth_plan.md) reads at 8 pairs all samples' AUC difference at the
-    common point of matched held-out accuracy and of matched fit, averaged over their
-    overlap, and at equal epochs or budgets, only; every other figure of those reads (per
+    B by real_shadows_eighth_plan.md; A reverted by real_shadows_tenth_plan.md) reads at 8
+    pairs all samples' AUC difference averaged over the overlap of matched held-out accuracy
+    and of matched fit, and at equal epochs or budgets, only; every other figure of those reads (per
     subset, the identity query, the loss and gap criteria, the within-run read) keeps
     jacksum, or both over the overlap."""
     from bnmem.attack import intervals as I
-    assert {I.MIXED_RULES[("auc", r)] for r in ("common", "overlap", "equal")} == {"delete4_halves"}
+    assert {I.MIXED_RULES[("auc", r)] for r in ("overlap", "equal")} == {"delete4_halves"}
+    assert I.MIXED_RULES[("auc", "common")] == "jacksum"  # reverted by the tenth plan
     assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum",
                                  ("auc", "overlap"): "both",
                                  ("mem", "common"): "jacksum"}  # jacksum_s's (the ninth plan)
-    for fig in ("auc_all/heldout@common", "auc_all/fit@common", "auc_all@equal"):
+    for fig in ("auc_all@equal",):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
+    for fig in ("auc_all/heldout@common", "auc_all/fit@common"):
+        assert I.mixed_procedure(fig) == I.mixed_procedure(fig, 32) == "jacksum"
     for fig in ("auc_all/heldout@overlap", "auc_all/fit@overlap"):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "both"
@@ -322,8 +325,10 @@ def test_readme_quotes_the_deleted_outcome():
     # E: (auc, equal), adopted by this plan, reverted after a fifth pool (pool E) failed its key
     # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md),
     # reverted after a sixth (real_shadows_sixth_plan.md); both adopted after a seventh
-    # (real_shadows_seventh_plan.md); the overlap's after an eighth (real_shadows_eighth_plan.md)
-    assert {I.MIXED_RULES[("auc", r)] for r in ("equal", "common", "overlap")} == {"delete4_halves"}
+    # (real_shadows_seventh_plan.md); the overlap's after an eighth (real_shadows_eighth_plan.md);
+    # A's reverted again after a tenth (real_shadows_tenth_plan.md)
+    assert {I.MIXED_RULES[("auc", r)] for r in ("equal", "overlap")} == {"delete4_halves"}
+    assert I.MIXED_RULES[("auc", "common")] == "jacksum"
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -371,7 +376,8 @@ def test_readme_quotes_the_deleted_outcome():
             "pairs") in text
     # since the seventh pool (real_shadows_seventh_plan.md) the rule list names it at 8 pairs,
     # not at another count (its fallback there)
-    assert I.rules_for(8, 100)[("auc", "common")] == I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"
+    assert I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"  # the common point: jacksum (tenth plan)
+    assert I.rules_for(8, 100)[("auc", "common")] == "jacksum"
     assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
     # the simulation check (reported): the equal-epoch generator, seed 32
     import json
@@ -385,9 +391,11 @@ def test_readme_quotes_the_deleted_outcome():
     assert jss == js32 and d4s["runs"] == 500 and d4s["mean_width"] < d4["mean_width"]
     assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
             f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
-    # the report says which figures take the rule, and from which plan (the seventh pool)
-    assert ("at the common point of matched held-out accuracy and of matched fit and at equal epochs "
-            "or budgets take `delete4_halves`") in text and "real_shadows_seventh_plan.md" in text
+    # the report says which figures take the rule, and from which plans (the seventh pool; the
+    # tenth took the common point back to jacksum)
+    assert ("averaged over the overlap of matched held-out accuracy and of matched fit and at equal "
+            "epochs or budgets take `delete4_halves`") in text and "real_shadows_seventh_plan.md" in text
+    assert "At the common point of matched held-out accuracy and fit the difference reads jacksum again" in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
@@ -421,7 +429,8 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
                          "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
-        assert mem["rules"]["auc@common"] == rule and mem["rules"]["auc@equal"] == rule
+        # the common point reads jacksum since the tenth plan (real_shadows_tenth_plan.md)
+        assert mem["rules"]["auc@common"] == "jacksum" and mem["rules"]["auc@equal"] == rule
         # rows no rule reads are not drawn: another recipe, or too few draws for V_h
         assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
             == (rule == "delete4_halves")
@@ -439,14 +448,16 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
 
 def test_the_default_runs_auc_reads_the_delete4_rule():
     """On the committed default run (results/membership.json, dvc repro of this code): every
-    comparison's all-sample AUC difference at the common point of matched held-out accuracy
-    and of matched fit, averaged over their overlap, and at each equal budget, is 1.96
-    sqrt(V_4 + max(V_h, 0)) from its recorded SDs and records delete4_halves; the loss and gap
-    criteria and the clean samples' AUC keep jacksum, or over the overlap both."""
+    comparison's all-sample AUC difference averaged over the overlap of matched held-out
+    accuracy and of matched fit, and at each equal budget, is 1.96 sqrt(V_4 + max(V_h, 0))
+    from its recorded SDs and records delete4_halves; at the common point (jacksum again
+    since bench/results/real_shadows_tenth_plan.md), the loss and gap criteria and the clean
+    samples' AUC read jacksum, or over the overlap both."""
     import json
     from bnmem.attack.intervals import variance_from_sd
     m = json.loads((ROOT / "results/membership.json").read_text())
-    assert m["rules"]["auc@common"] == m["rules"]["auc@equal"] == m["rules"]["auc@overlap"] == "delete4_halves"
+    assert m["rules"]["auc@equal"] == m["rules"]["auc@overlap"] == "delete4_halves"
+    assert m["rules"]["auc@common"] == "jacksum"
     assert "delete4" in m["segments"] and "halves" in m["segments"]
     n = n_eq = n_ov = 0
     for comp, x in m["frontier"]["compare"].items():
@@ -458,13 +469,9 @@ def test_the_default_runs_auc_reads_the_delete4_rule():
                 if at["value"] is None or at["hi"] is None:
                     continue
                 v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
-                if f == "auc_all" and crit in ("heldout", "fit"):
-                    assert at["rule"] == "delete4_halves", (comp, crit)
-                    want = v["delete4"] + max(v["halves"], 0.0)
-                    n += 1
-                else:
-                    assert at["rule"] == "jacksum", (comp, crit, f)
-                    want = v["jackknife"] + v["samples"]
+                assert at["rule"] == "jacksum", (comp, crit, f)
+                want = v["jackknife"] + v["samples"]
+                n += f == "auc_all" and crit in ("heldout", "fit")
                 assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
                 ov = fig["overlap"]
                 if ov.get("hi") is not None:  # the gap criterion has no overlap

@@ -102,12 +102,9 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     assert (f"| `jacksum_s` | {k2['JSs'][-1]:.3f} / {k1['JSs'][-1]:.3f}: passes | {dec['lowest']:.3f} (K2) / "
             f"{dec['class']:.3f}: passes | **adopted** |") in plan
     assert f"| jacksum (reported) | {k2['JS'][-1]:.3f} / {k1['JS'][-1]:.3f} |" in plan
-    assert (f"covers {np.mean(k2['JSs']):.3f} over nine pools under `jacksum_s` ({k2['JSs'][-1]:.3f} on the "
-            f"ninth, fresh one; {min(k2['JSs']):.3f}-{max(k2['JSs']):.3f} per pool), against "
-            f"{np.mean(k2['JS']):.3f} under jacksum") in report
-    assert (f"Under `jacksum_s` it covers {np.mean(k1['JSs']):.3f} over nine pools "
-            f"({min(k1['JSs']):.3f}-{max(k1['JSs']):.3f} per pool)") in report
-    assert f"{dec['class']:.3f} over nine pools" in report
+    # the report quotes jacksum's nine-pool K2 as the rule before; jacksum_s's figures are the
+    # ten pools' since the tenth plan (tests/test_tenth.py)
+    assert f"against {np.mean(k2['JS']):.3f} under jacksum over nine pools, the rule before it" in report
     ratios = [x for r in f.values() for x in r["ratio"]]
     assert f"{100 * (min(ratios) - 1):.0f}–{100 * (max(ratios) - 1):.0f} % wider" in plan
     assert (f"**`jacksum_s` adopted** (pool I: K2 {k2['JSs'][-1]:.3f}, K1 {k1['JSs'][-1]:.3f}; nine pools: "

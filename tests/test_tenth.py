@@ -119,3 +119,77 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
         assert I.MIXED_RULES[("auc", read)] == want, cls
     assert I.MIXED_RULES[("mem", "common")] == "jacksum_s"
     _quotes(r, m, x)
+
+
+def _quotes(r, m, x):
+    """The plan's outcome, README, the rule list and the report quote the tenth table."""
+    from bnmem.report.markdown import _procedure_text
+    plan, readme, report = (flat("bench/results/real_shadows_tenth_plan.md"), flat("README.md"),
+                            flat("report.md"))
+    proc = " ".join(_procedure_text("mixed", 100, 8).split())
+    per, pooled, head, dec = r["per_pool"], r["pooled"], r["headline"], r["decision"]
+    c = lambda p, cls: per[p][cls]["rules"]["D4"]  # noqa: E731
+    assert not dec["A"]["d4"] and dec["B"]["d4"] and dec["E"]["d4"]
+    assert not any(dec[k]["over"] for k in "ABE")  # no failure on the upper side alone
+    hl = float(np.mean(list(head.values())))
+    assert pooled["A"]["min"] == pytest.approx(hl, abs=5e-4)
+    assert c("I", "A")["min"] == pytest.approx(head["I"], abs=5e-4) and c("J", "A")["min"] == pytest.approx(head["J"], abs=5e-4)
+    under = [p for p, v in head.items() if v < 0.93]
+    assert f"(under 0.93 on {['', 'one', 'two', 'three', 'four', 'five', 'six'][len(under)]} of the ten: {', '.join(under)})" in plan
+    for cls in "ABE":
+        a, b, t = c("I", cls), c("J", cls), pooled[cls]
+        assert (f"| {a['coverage']:.3f} (lowest key {a['min']:.3f})" in plan or f"| {a['coverage']:.3f} ({a['min']:.3f})" in plan)
+        assert (f"| {b['coverage']:.3f} (lowest key {b['min']:.3f})" in plan or f"| {b['coverage']:.3f} ({b['min']:.3f})" in plan)
+        assert (f"| {t['coverage']:.3f} (lowest key {t['min']:.3f})" in plan or f"| {t['coverage']:.3f} ({t['min']:.3f})" in plan)
+    assert f"at T_s × 1.5 {c('I', 'A')['ts15']['min']:.3f})" in plan
+    assert f"lowest key at T_s × 1.5 {pooled['A']['ts15']['min']:.3f} < 0.92" in plan
+    b, e = pooled["B"], pooled["E"]
+    assert (f"{b['coverage']:.3f} / {e['coverage']:.3f} over ten pools per key, lowest key {b['min']:.3f} / "
+            f"{e['min']:.3f}; {c('J', 'B')['coverage']:.3f} / {c('J', 'E')['coverage']:.3f} on the tenth, fresh pool") in proc
+    assert f"covered {hl:.3f} over ten pools and {head['I']:.3f} on pool I, fresh for it" in proc
+    assert f"covered {hl:.3f} over ten pools and {head['I']:.3f} on a fresh one, about a 93 % interval" in report
+    assert f"over the overlap `delete4_halves` stays, {b['coverage']:.3f} over ten pools (lowest key {b['min']:.3f})" in report
+    assert (f"below: {b['coverage']:.3f} / {e['coverage']:.3f} over the ten per key over the overlap / at equal "
+            f"budgets, lowest key {b['min']:.3f} / {e['min']:.3f}") in readme
+    assert f"covered {hl:.3f} over ten pools and {head['I']:.3f} on a fresh one, about a 93 % interval" in readme
+    assert (f"its headline key covered {head['I']:.3f} on pool I (floor 0.91; {head['J']:.3f} on J) and {hl:.3f} "
+            f"over the ten pools, under 0.93 on five of them") in readme and len(under) == 5
+    assert f"lowest key with T_s × 1.5 fell to {pooled['A']['ts15']['min']:.3f} (floor 0.92)" in readme
+    assert (f"(class B) ({c('I', 'B')['coverage']:.3f} / {c('J', 'B')['coverage']:.3f} on I / J, {b['coverage']:.3f} over ten, "
+            f"lowest key {b['min']:.3f})") in readme.replace("**D4 stays for class B** (", "(class B) (")
+    assert (f"({c('I', 'E')['coverage']:.3f} / {c('J', 'E')['coverage']:.3f}, {e['coverage']:.3f} over ten, lowest key "
+            f"{e['min']:.3f})") in readme
+    # memorization
+    f, md = m["figures"], m["decision"]
+    k1, k2 = f[T.K1]["JSs"], f[T.K2]["JSs"]
+    assert md["gate1"] and md["gate2"] and not m["failing"]
+    assert (f"K2 {k2[-1]:.3f} on J, {np.mean(k2):.3f} over ten pools; K1 {k1[-1]:.3f} / {np.mean(k1):.3f}; the class "
+            f"{md['class']:.3f}") in readme
+    assert f"- Pool J: K2 {k2[-1]:.3f} (floor 0.91), K1 {k1[-1]:.3f} (floor 0.90)." in plan
+    assert f"- Ten pools: lowest key K2 {md['lowest']:.3f}, class {md['class']:.3f}." in plan and md["lowest"] == np.mean(k2)
+    assert f"their rule since a ninth pool: {md['class']:.3f} over ten pools" in report
+    assert (f"covers {np.mean(k2):.3f} over ten pools under `jacksum_s` ({k2[-1]:.3f} on the tenth, fresh one; "
+            f"{min(k2):.3f}-{max(k2):.3f} per pool)") in report
+    assert f"Under `jacksum_s` it covers {np.mean(k1):.3f} over ten pools ({min(k1):.3f}-{max(k1):.3f} per pool)" in report
+    # the reported figures README quotes
+    vt = x["vt"]
+    others = [v for k, v in vt.items() if k not in (T.S.HEADLINE, "batchnorm_reg_minus_none/auc_matched")]
+    hdf = np.mean([v["df"] for v in x["headline"].values()])
+    assert (f"(mean V / T {vt[T.S.HEADLINE]:.2f} over the ten; {min(others):.2f}– {max(others):.2f} on the other keys "
+            "but BN − none's and reg − none's matched ones)") in readme.replace("– 1", "– 1").replace("–1", "– 1") \
+        or (f"(mean V / T {vt[T.S.HEADLINE]:.2f} over the ten; {min(others):.2f}–{max(others):.2f} on the other keys "
+            "but BN − none's and reg − none's matched ones)") in readme
+    assert f"about {hdf:.0f} effective degrees of freedom there" in readme
+    assert f"(Student's t: {2 * T.stats.t.cdf(1.96, hdf) - 1:.3f})" in readme
+    d4s = x["d4s"]
+    rest = [np.mean(v) for k, v in d4s.items() if k != T.S.HEADLINE]
+    assert (f"would have covered the headline key {np.mean(d4s[T.S.HEADLINE]):.3f} (lowest pool "
+            f"{min(d4s[T.S.HEADLINE]):.3f}) but every other key {min(rest):.3f}–{max(rest):.3f}") in readme
+    pt = x["parts"]
+    assert (f"(V_S / T_s {min(v[1] for v in pt.values()):.1f}–{max(v[1] for v in pt.values()):.1f}; V_j / T_p "
+            f"{min(v[0] for k, v in pt.items() if k != T.K1):.2f}–{max(v[0] for k, v in pt.items() if k != T.K1):.2f} "
+            f"but {pt[T.K1][0]:.2f} on K1)") in readme
+    jm = {k: np.mean(v["cov"]) for k, v in x["jh"].items()}
+    ratios = [np.mean(v["ratio"]) for v in x["jh"].values()]
+    assert (f"brings the class to {np.mean(list(jm.values())):.3f} but K2 to {jm[T.K2]:.3f} at the same mean width "
+            f"({min(ratios):.2f}–{max(ratios):.2f}× per key)") in readme
