@@ -193,3 +193,42 @@ def _quotes(r, m, x):
     ratios = [np.mean(v["ratio"]) for v in x["jh"].values()]
     assert (f"brings the class to {np.mean(list(jm.values())):.3f} but K2 to {jm[T.K2]:.3f} at the same mean width "
             f"({min(ratios):.2f}–{max(ratios):.2f}× per key)") in readme
+    # README's calibration table: the rows the ten pools measure
+    assert f"| `delete4_halves` | {b['coverage']:.3f} over ten pools, lowest key {b['min']:.3f} |" in readme
+    assert f"| `delete4_halves` | {e['coverage']:.3f} over ten pools, lowest key {e['min']:.3f} |" in readme
+    assert (f"| `jacksum_s` | {md['class']:.3f} over ten pools against the full read, lowest key "
+            f"{md['lowest']:.3f} |") in readme and f"two keys {np.mean(k2):.3f} / {np.mean(k1):.3f} |" in readme
+
+
+def test_readmes_calibration_table_quotes_the_tables_it_summarizes():
+    """Each figure of README's "Where calibration stands" that no ten-pool table gives is
+    the one README's source table gives (those tables are checked against their stores:
+    tests/test_real_shadows.py, test_interval_text.py, test_readme.py)."""
+    readme = flat("README.md")
+    at = readme.index("**Where calibration stands**")
+    table, before, after = readme[at:readme.index("How well a full-scale interval", at)], readme[:at], readme[at:]
+    src = before + after[len(table):]
+    # real shadows, pools A / B, the rules of the day (the real-shadow plan's table)
+    for cls, rule, cov, wid in (("A: AUC at the common point", "jacksum", "0.990 / 0.995", "1.53 / 1.57"),
+                                ("F: memorization at equal budget", "jacksum", "0.979 / 0.983", None),
+                                ("D: TPR at 1e-3 at matched utility", "pairs_t", "0.964 / 0.947", None),
+                                ("G: TPR at 1e-3 at equal budget", "pairs_t", "0.988 / 0.979", None)):
+        assert f"| {cls} | {rule} | {cov} | {wid or ''}" in src, cls
+        assert cov in table and (wid is None or f"{wid}× a calibrated width" in table)
+    # simulation: seed 21's mixed (the default composition), seed 26's overlap, seed 23's TPR
+    assert "| AUC | 0.946 / 0.0506 | 0.958 / 0.0572 | 0.940 / 0.0636 | 0.952 / 0.0466 | 0.952 / 0.0540 |" in src
+    assert "| 0.940 / 0.952 (seed 21) |" in table and "0.958 (seed 21, equal epochs)" in table
+    assert "| Feldman–Zhang, flipped | 0.946 / 0.1286 | **0.972** / 0.1169 | **0.972** / 0.1221 | **0.976** / 0.0826 | **0.984** / 0.1082 |" in src
+    assert "0.972 / 0.984 (seed 21, flipped)" in table and "0.972 (seed 21, equal epochs)" in table
+    assert "| held-out accuracy | 0.936 / 0.0631 | 0.934 / 0.0625 |" in src and "0.936 / 0.934 one arm / difference (seed 21)" in table
+    assert "| `pairs_t` (now) | 0.948 / 0.0089 | 0.966 / 0.0090 | **0.962** / 0.0088 | **0.962** / 0.0089 |" in src
+    assert "0.962 / 0.962 (seed 23)" in table
+    assert "`both`, now the overlap's fallback, 0.942 / 0.958 over their overlap on the confirmation seed" in \
+        " ".join(__import__("bnmem.report.markdown", fromlist=["x"])._procedure_text("mixed", 100, 8).split())
+    assert "0.942 / 0.958 (seed 26)" in table
+    # 32 pairs: seeds 27-29's pairs_t
+    assert "0.908 / 0.892 one arm at FPR 1e-3 / 1e-4, 0.918 / 0.928 paired" in src
+    assert "`pairs_t` gave 0.914-0.936 (seed 28) and 0.900-0.938 (seed 29)" in src
+    assert "0.892–0.938 (seeds 27–29)" in table
+    assert "(the jackknife over the 32 pairs carries 75–82 % of its variance" in src
+    assert "(the jackknife over 32 pairs carries 75–82 % of its variance" in table
