@@ -231,4 +231,4 @@ def test_readmes_calibration_table_quotes_the_tables_it_summarizes():
     assert "`pairs_t` gave 0.914-0.936 (seed 28) and 0.900-0.938 (seed 29)" in src
     assert "0.892–0.938 (seeds 27–29)" in table
     assert "(the jackknife over the 32 pairs carries 75–82 % of its variance" in src
-    assert "(the jackknife over 32 pairs carries 75–82 % of its variance" in table
+    assert "(the jackknife over 32 pairs carries 75–82 % of its variance" in readme
