@@ -3,9 +3,10 @@ figures and before any of pool I's AUC figures): a tenth, fresh pool (J, data se
 re-checks every real-shadow rule in use, no rule proposed.
 
 - The AUC classes A, B and E under D4 (`delete4_halves`), the eighth plan's gates
-  (split_upper=False): pool J alone with the fresh-pool key floors, the ten pools A-J per key
-  with the pooled floors. A class that fails reverts (A and E to jacksum, B to `both`).
-  Pool I's figures are reported beside J's and enter the ten pools; they decide nothing alone.
+  (split_upper=False): pools I and J, each alone, with the fresh-pool key floors (pool I's
+  AUC stores are as fresh as J's: the pre-read review's amendment 2), the ten pools A-J per
+  key with the pooled floors. A class that fails on the lower side reverts (A and E to
+  jacksum, B to `both`); a failure on the upper side alone keeps D4 and is named.
 - Memorization at the common point under `jacksum_s` against theta_full, the ninth plan's
   gates: pool J alone (K2 >= 0.91, K1 >= 0.90), ten pools (every key >= 0.93, class <=
   0.99). A failure changes the report's caveat, not the rule.
@@ -102,9 +103,22 @@ def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str,
     L = text.split("\n")
     at = L.index(f"Pool {fresh}, the rules in use (deciding nothing):")
     L = L[:at - 1] + L[at + 2 + len(DECIDED):]
+    deciding = [p for p in ("I", "J") if p in per_pool] if fresh == "J" else [fresh]
+    if len(deciding) > 1:  # gate 1 on each pool fresh for the AUC classes (amendment 2)
+        L = [ln.replace(f"on pool {fresh} alone,", "on pools " + " and ".join(deciding) + ", each alone,")
+             for ln in L]
+        for cls in DECIDED:
+            i = next(k for k, ln in enumerate(L) if ln.startswith(f"- Class {cls} ("))
+            g = dec[cls]["gates"]
+            L[i] = (f"- Class {cls} ({R.LABEL[cls]}): gate 1 ("
+                    + "; ".join(f"{w} alone " + ("passes" if g[w][0] else "fails: " + g[w][1])
+                                for w in g if w != "all pools")
+                    + f"); gate 2 ({many} pools per key) " + ("passes" if g["all pools"][0] else
+                                                              "fails: " + g["all pools"][1])
+                    + f". **{dec[cls]['action']}**")
     if "I" in per_pool and fresh != "I":
         L += ["", "Pool I alone (its AUC stores first read here; fresh for the AUC classes, its gate 1 "
-              "decides as pool J's does):", "", *K.HEAD,
+              "decides as pool J's does, amendment 2):", "", *K.HEAD,
               *(K._row(f"{cls}: {R.LABEL[cls]}", per_pool["I"][cls]["rules"]["D4"]) for cls in DECIDED)]
     L += ["", "Every gate, in full (band [0.93, 0.97]) and on its lower side alone (what decides):", ""]
     for cls in DECIDED:

@@ -142,7 +142,7 @@ def test_the_sixth_seventh_and_eighth_outcomes_follow_from_the_stores():
     # memorization in the report and README
     th1, th2 = f[K1]["theta"], f[K2]["theta"]
     # K2 under jacksum over eight pools (the report now leads with jacksum_s over ten: test_tenth)
-    assert (f"under jacksum over nine pools, the rule before it ({md[K2]['pooled']:.3f} over eight pools, "
+    assert (f"over nine), the rule before it ({md[K2]['pooled']:.3f} over eight pools, "
             f"{np.mean(f[K2]['mu']):.3f} taking as truth the mean of the 8-pair reads") in report
     assert f"{min(th2):.3f}–{max(th2):.3f} per pool" in " ".join(
         (ROOT / "bench/results/real_shadows_eighth_plan.md").read_text().split())

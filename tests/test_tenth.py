@@ -168,6 +168,10 @@ def _quotes(r, m, x):
     assert f"- Pool J: K2 {k2[-1]:.3f} (floor 0.91), K1 {k1[-1]:.3f} (floor 0.90)." in plan
     assert f"- Ten pools: lowest key K2 {md['lowest']:.3f}, class {md['class']:.3f}." in plan and md["lowest"] == np.mean(k2)
     assert f"their rule since a ninth pool: {md['class']:.3f} over ten pools" in report
+    js2 = f[T.K2]["JS"]
+    assert f"where jacksum too would have passed (K2 {js2[-1]:.3f})" in report
+    assert f"against {np.mean(js2):.3f} under jacksum over the ten" in report
+    assert f"jacksum itself would have passed it too: K2 {js2[-1]:.3f} on J" in readme
     assert (f"covers {np.mean(k2):.3f} over ten pools under `jacksum_s` ({k2[-1]:.3f} on the tenth, fresh one; "
             f"{min(k2):.3f}-{max(k2):.3f} per pool)") in report
     assert f"Under `jacksum_s` it covers {np.mean(k1):.3f} over ten pools ({min(k1):.3f}-{max(k1):.3f} per pool)" in report

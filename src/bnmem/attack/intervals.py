@@ -321,8 +321,8 @@ def halves_covariance(rows: np.ndarray, min_share: float = 0.8) -> float | None:
 # number deleted, 1.3-1.4 at 4 of 8) and V_s is mostly model-by-sample interaction;
 # neither twoway nor the halves' rules qualified (bench/results/real_shadows_plan.md,
 # real_shadows_halves_plan.md). All samples' AUC difference at the common point of matched
-# held-out accuracy or fit and at equal epochs or budgets (DELETED_STUDIED) take
-# delete4_halves (the delete-4 jackknife plus the halves' samples' part) from the seventh
+# held-out accuracy or fit (until the tenth plan) and at equal epochs or budgets
+# (DELETED_STUDIED) took delete4_halves (the delete-4 jackknife plus the halves' samples' part) from the seventh
 # plan (bench/results/real_shadows_seventh_plan.md: a seventh, fresh pool G passed with
 # the sixth plan's gates unchanged, 0.957 / 0.954 on pool G, 0.952 / 0.954 over seven pools
 # per key, lowest key 0.936 / 0.939). Judged on every pool as it came, with no stopping
