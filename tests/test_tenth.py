@@ -186,7 +186,8 @@ def _quotes(r, m, x):
     d4s = x["d4s"]
     rest = [np.mean(v) for k, v in d4s.items() if k != T.S.HEADLINE]
     assert (f"would have covered the headline key {np.mean(d4s[T.S.HEADLINE]):.3f} (lowest pool "
-            f"{min(d4s[T.S.HEADLINE]):.3f}) but every other key {min(rest):.3f}–{max(rest):.3f}") in readme
+            f"{min(d4s[T.S.HEADLINE]):.3f}) but the other {len(rest)} keys {min(rest):.3f}–{max(rest):.3f} "
+            f"({sum(v > 0.97 for v in rest)} of them over 0.97)") in readme
     pt = x["parts"]
     assert (f"(V_S / T_s {min(v[1] for v in pt.values()):.1f}–{max(v[1] for v in pt.values()):.1f}; V_j / T_p "
             f"{min(v[0] for k, v in pt.items() if k != T.K1):.2f}–{max(v[0] for k, v in pt.items() if k != T.K1):.2f} "
