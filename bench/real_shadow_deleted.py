@@ -31,6 +31,10 @@ RULES = tuple(f"D{d}{t}" for d in DS for t in ("", "t"))  # D2, D2t, D3, D3t, D4
 TPR_CLASSES = {"D", "G"}  # V_d alone (no V_h: a half lacks the support); d = 2, 3 only
 BANDS = {"select": (0.935, 0.965), "confirm": (0.93, 0.97)}
 T7 = float(stats.t.ppf(0.975, R.PAIRS - 1))
+# a rule per_subset and the cells read but `table` does not iterate (its tables stay as they
+# were): D4 with Student's t on Satterthwaite's df, V_4 on P - 1, V_h's taken as many
+# (bench/results/real_shadows_eleventh_plan.md; intervals' delete4_halves_s)
+SATTERTHWAITE = "D4s"
 
 
 # V_4 of the stores written before intervals.deleted_variance took the split-mean form (their
@@ -79,14 +83,19 @@ def variance(d: dict, key: str, rule: str, cls: str, vh_scale: float = 1.0) -> n
 
 
 def half_width(d: dict, key: str, rule: str, cls: str, vh_scale: float = 1.0) -> np.ndarray:
-    return (T7 if rule.endswith("t") else Z) * np.sqrt(variance(d, key, rule, cls, vh_scale))
+    v = variance(d, key, rule, cls, vh_scale)
+    if rule == SATTERTHWAITE:  # t on (V_4 + V_h+)^2 / (V_4^2 / (P - 1)): nan where V_4 and V_h+ are 0
+        v4 = d["dcov"][key][:, 1 + DS.index(4)]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return stats.t.ppf(0.975, v ** 2 / (v4 ** 2 / (R.PAIRS - 1))) * np.sqrt(v)
+    return (T7 if rule.endswith("t") else Z) * np.sqrt(v)
 
 
 def per_subset(d: dict, key: str, rule: str, cls: str, comp: dict, ts_scale: float = 1.0,
                empirical: bool = False, vh_scale: float = 1.0):
     """(P(covered), P(below), h, ok) per subset (real_shadow_halves.per_subset's for today's
     rules)."""
-    if rule not in RULES:
+    if rule not in RULES and rule != SATTERTHWAITE:
         return H.per_subset(d, key, rule, comp, ts_scale, empirical)
     return H.covered_runs(d, d["dcov"][key][:, 0], half_width(d, key, rule, cls, vh_scale), comp,
                           ts_scale, empirical)

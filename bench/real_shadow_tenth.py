@@ -33,6 +33,7 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import real_shadow_deleted as D  # noqa: E402
 import real_shadow_eighth as E  # noqa: E402
 import real_shadow_fullread as F  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
@@ -49,7 +50,7 @@ POOLS = E.POOLS + (POOL_I, FRESH)  # A, C, B, D, E, F, G, H, I, J
 OUT = ROOT / "results" / "real_shadows_tenth.json"
 DECIDED = V.DECIDED  # A, B, E
 OTHERWISE = {"A": "jacksum", "B": "both", "E": "jacksum"}  # the eighth plan's fallbacks
-MANY = {8: "eight", 9: "nine", 10: "ten"}
+MANY = {8: "eight", 9: "nine", 10: "ten", 11: "eleven"}
 K1, K2 = F.KEYS
 JH_DF = 5  # the reported memorization candidate's t df (V_j's effective df on K2, rounded down)
 
@@ -217,12 +218,8 @@ def reported(auc_pools: dict, mem_pools: list[dict], full: dict) -> tuple[list[s
             row, vt = [], []
             for d in auc_pools.values():
                 c = H.components(d, k)
-                v4, vh = d["dcov"][k][:, 3], np.maximum(d["hcov"][k][:, 1], 0.0)
-                v = v4 + vh
-                vt.append(float(np.nanmean(v) / (c["t_p"] + c["t_s"])))
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    q = stats.t.ppf(0.975, v ** 2 / (v4 ** 2 / (R.PAIRS - 1)))
-                row.append(_covered(d, k, c, q * np.sqrt(v)))
+                vt.append(float(np.nanmean(D.variance(d, k, "D4", cls)) / (c["t_p"] + c["t_s"])))
+                row.append(_covered(d, k, c, D.half_width(d, k, D.SATTERTHWAITE, cls)))
             out["d4s"][k] = row
             out["vt"][k] = float(np.mean(vt))
     mem = {d["label"]: d for d in mem_pools}

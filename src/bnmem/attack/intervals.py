@@ -39,9 +39,11 @@ def variance_from_sd(sd: float | None) -> float | None:
 HALVES_PROCEDURES = ("jackhalves", "jackhalves_t", "jackhalves_s")
 # the delete-d jackknives' rules (bench/results/real_shadows_deleted_plan.md): the pairs'
 # variance with d pairs deleted at a time (the "delete<d>" designs), alone (TPR: no V_h) or
-# with the halves' samples' part, with 1.96
+# with the halves' samples' part, with 1.96; delete4_halves_s the same variance with a
+# Student t quantile on Satterthwaite's df, V_4 on P - 1 and V_h's taken as many
+# (bench/results/real_shadows_eleventh_plan.md)
 DELETED_DESIGNS = {"delete3": 3, "delete4": 4}  # design: d
-DELETED_PROCEDURES = ("delete3", "delete4_halves")
+DELETED_PROCEDURES = ("delete3", "delete4_halves", "delete4_halves_s")
 DELETED_ROWS = 28  # rows per delete-d design (resample.deleted_rows)
 # jacksum's variance with a Satterthwaite t quantile (bench/results/real_shadows_ninth_plan.md)
 SATTERTHWAITE_PROCEDURES = ("jacksum_s",)
@@ -113,7 +115,11 @@ class IntervalPlan:
       figure (design_levels);
     - delete3: V_3, the delete-3 jackknife (28 of the C(8, 3) subsets; resample.deleted_rows);
     - delete4_halves: V_4 + max(V_h, 0), the delete-4 jackknife (14 complementary splits of
-      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96.
+      the 8 pairs, both halves each: `deleted_variance`) plus the halves' covariance, 1.96;
+    - delete4_halves_s: delete4_halves' variance with Student's t on Satterthwaite's df,
+      (V_4 + V_h+)^2 / (V_4^2 / (P - 1)), V_h's df taken as many
+      (bench/results/real_shadows_eleventh_plan.md; a study's rule, not in `mixed`
+      unless that plan adopted it).
 
     Bootstrap pair variances carry P/(P-1) (the bootstrap's shrinkage for P units); the
     interval is point +- 1.96 sd (pairs_t: +- t(P - 1) sd), centred on the point
@@ -208,6 +214,7 @@ class IntervalPlan:
              **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
              "delete3": lambda: var["delete3"],
              "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
+             "delete4_halves_s": lambda: var["delete4"] + max(var["halves"], 0.0),
              }[procedure]()
         df = None
         if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
@@ -224,6 +231,9 @@ class IntervalPlan:
             df_h = max(k - len(halves_groups(k)), 1) if k else np.inf
             df = (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + vh ** 2 / df_h)
                   if self.n_units >= 2 and v > 0 else self.n_units - 1)
+        elif procedure == "delete4_halves_s":  # Satterthwaite: V_4 on P - 1 df, V_h+'s df many
+            df = (v ** 2 / (var["delete4"] ** 2 / (self.n_units - 1))
+                  if self.n_units >= 2 and var["delete4"] > 0 else np.inf)
         if df is not None:
             if self.n_units < 2:  # one pair: no spread to estimate, no interval
                 return None, None
@@ -574,7 +584,8 @@ def designs(procedure: str) -> tuple[str, ...]:
             "pairs_t": ("pairs",),
             "jackknife_t": ("jackknife",),
             **{h: ("jackknife", "halves") for h in HALVES_PROCEDURES},
-            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves")}[procedure] \
+            "delete3": ("delete3",), "delete4_halves": ("delete4", "halves"),
+            "delete4_halves_s": ("delete4", "halves")}[procedure] \
         if procedure != "mixed" else _mixed_designs()
 
 
