@@ -262,7 +262,8 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
     jacksum, or both over the overlap."""
     from bnmem.attack import intervals as I
     assert {I.MIXED_RULES[("auc", r)] for r in ("overlap", "equal")} == {"delete4_halves"}
-    assert I.MIXED_RULES[("auc", "common")] == "jacksum"  # reverted by the tenth plan
+    # reverted to jacksum by the tenth plan; its Satterthwaite form adopted by the eleventh
+    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves_s"
     assert I.HALVES_FALLBACK == {("auc", "common"): "jacksum", ("auc", "equal"): "jacksum",
                                  ("auc", "overlap"): "both",
                                  ("mem", "common"): "jacksum"}  # jacksum_s's (the ninth plan)
@@ -270,7 +271,8 @@ def test_the_deleted_rule_reads_only_the_figures_it_was_studied_on():
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
     for fig in ("auc_all/heldout@common", "auc_all/fit@common"):
-        assert I.mixed_procedure(fig) == I.mixed_procedure(fig, 32) == "jacksum"
+        assert I.mixed_procedure(fig) == "delete4_halves_s"
+        assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "jacksum"
     for fig in ("auc_all/heldout@overlap", "auc_all/fit@overlap"):
         assert I.mixed_procedure(fig) == "delete4_halves"
         assert I.mixed_procedure(fig, 32) == I.mixed_procedure(fig, 4) == "both"
@@ -326,9 +328,10 @@ def test_readme_quotes_the_deleted_outcome():
     # floor; A: (auc, common), adopted by that later plan (real_shadows_keypooled_plan.md),
     # reverted after a sixth (real_shadows_sixth_plan.md); both adopted after a seventh
     # (real_shadows_seventh_plan.md); the overlap's after an eighth (real_shadows_eighth_plan.md);
-    # A's reverted again after a tenth (real_shadows_tenth_plan.md)
+    # A's reverted again after a tenth (real_shadows_tenth_plan.md), and its Satterthwaite
+    # form adopted after an eleventh (real_shadows_eleventh_plan.md)
     assert {I.MIXED_RULES[("auc", r)] for r in ("equal", "overlap")} == {"delete4_halves"}
-    assert I.MIXED_RULES[("auc", "common")] == "jacksum"
+    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves_s"
     assert I.MIXED_RULES[("tpr", "common")] == "pairs_t"
     cov = {p: t["E"]["rules"]["D4"]["coverage"] for p, (_, t) in pools.items()}
     assert f"{cov['A']:.3f} / {cov['C']:.3f} / {cov['B']:.3f} on pools A / C / B" in flat
@@ -376,8 +379,9 @@ def test_readme_quotes_the_deleted_outcome():
             "pairs") in text
     # since the seventh pool (real_shadows_seventh_plan.md) the rule list names it at 8 pairs,
     # not at another count (its fallback there)
-    assert I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"  # the common point: jacksum (tenth plan)
-    assert I.rules_for(8, 100)[("auc", "common")] == "jacksum"
+    assert I.rules_for(8, 100)[("auc", "equal")] == "delete4_halves"  # the common point: D4s (eleventh plan)
+    assert I.rules_for(8, 100)[("auc", "common")] == "delete4_halves_s"
+    assert I.rules_for(8, 99)[("auc", "common")] == I.rules_for(32, 100)[("auc", "common")] == "jacksum"
     assert "(`delete4_halves`)" in text and "(`delete4_halves`)" not in _procedure_text("mixed", 100, 32)
     # the simulation check (reported): the equal-epoch generator, seed 32
     import json

@@ -104,10 +104,10 @@ def test_report_quotes_the_matched_rules_studies():
     # the simulated rules quoted here: jacksum at the common point and at equal reads is the
     # fallback of their real-shadow rule (bench/results/real_shadows_seventh_plan.md) off the
     # default recipe or pair count, and the rule of every other AUC figure of those reads
-    assert MIXED_RULES[("auc", "overlap")] == "delete4_halves"  # the common point: jacksum (the tenth plan)
-    assert MIXED_RULES[("auc", "common")] == "jacksum"
+    assert MIXED_RULES[("auc", "overlap")] == "delete4_halves"  # the common point: D4s (the eleventh plan)
+    assert MIXED_RULES[("auc", "common")] == "delete4_halves_s"
     assert HALVES_FALLBACK[("auc", "overlap")] == "both"  # where the seed-26 confirmation applies
-    assert "(0.990 / 0.995 at 1.53-1.57 times a calibrated width on pools A and B)" in text  # the common point
+    assert "(0.990 / 0.995 at 1.53-1.57 times a calibrated width on pools A and B;" in text  # the common point
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert MIXED_RULES[("tpr", "common")] == "pairs_t"
     assert MIXED_RULES[("mem", "overlap")] == HALVES_FALLBACK[("mem", "common")] == "jacksum"

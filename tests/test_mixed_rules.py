@@ -41,9 +41,9 @@ def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
     """Each (family, read) reads its rule; the real-shadow rules read only where studied (the
     delete-d rule: the AUC difference at the common point, over the overlap and at equal
     budgets; jacksum_s: memorization at the common point) are read by the figures they were
-    studied on and their fallbacks by the others; the common point's AUC rule is jacksum
-    since the tenth plan, and named delete4_halves (its rule before) the mechanism is read
-    there too."""
+    studied on and their fallbacks by the others; the common point's AUC rule is
+    delete4_halves_s since the eleventh plan, and named delete4_halves (its rule before the
+    tenth) the mechanism is read there too."""
     from bnmem.attack import intervals
     if named:
         monkeypatch.setitem(intervals.MIXED_RULES, ("auc", "common"), named)
@@ -67,7 +67,8 @@ def test_mixed_reads_every_family_and_read_from_its_rule(monkeypatch, named):
             assert mixed.ci(0.02, draws, tagged) == ref.ci(0.02, draws, "x")
     # the delete-d rule is read where it was studied (and only there: the loop above)
     assert "delete4_halves" in seen and mixed_procedure("auc_all@equal") == "delete4_halves"
-    assert mixed_procedure("auc_all/heldout@common") == (named or "jacksum")  # the tenth plan's
+    assert mixed_procedure("auc_all/heldout@common") == (named or "delete4_halves_s")  # the eleventh plan's
+    assert named or "delete4_halves_s" in seen
     assert mixed_procedure("auc_all@common") == HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert "jacksum_s" in seen and mixed_procedure("fz_ood/fit@common") == "jacksum_s"  # the ninth plan's
     with pytest.raises(ValueError, match="auc_all@matched"):

@@ -97,9 +97,10 @@ def test_readme_quotes_the_real_shadow_outcome():
     # pre-registered plan of its own (bench/results/real_shadows_keypooled_plan.md), to a
     # delete-4 rule, with jacksum its fallback, back to jacksum after a sixth pool
     # (real_shadows_sixth_plan.md) and to the delete-4 rule after a seventh
-    # (real_shadows_seventh_plan.md), and back to jacksum after a tenth (real_shadows_tenth_plan.md)
+    # (real_shadows_seventh_plan.md), back to jacksum after a tenth (real_shadows_tenth_plan.md)
+    # and to its Satterthwaite form after an eleventh (real_shadows_eleventh_plan.md)
     from bnmem.attack.intervals import HALVES_FALLBACK
-    assert MIXED_RULES[("auc", "common")] == "jacksum"
+    assert MIXED_RULES[("auc", "common")] == "delete4_halves_s"
     assert HALVES_FALLBACK[("auc", "common")] == "jacksum"
     assert {MIXED_RULES[("mem", r)] for r in ("equal", "overlap")} == {"jacksum"}
     # memorization at the common point: jacksum_s after a ninth pool (real_shadows_ninth_plan.md)
