@@ -148,7 +148,7 @@ def mem_load(as_of: str) -> tuple[list[dict], dict]:
     return [*pools, P.load(*FRESH)], full
 
 
-def mem_part(pools: list[dict], full: dict) -> list[str]:
+def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
     L, m = T.mem_part(pools, full)
     fresh, many = pools[-1]["label"], MANY[len(pools)]
     dec = m["decision"]
@@ -157,7 +157,7 @@ def mem_part(pools: list[dict], full: dict) -> list[str]:
         L.append("- A check, deciding nothing (jacksum_s stays whatever it shows): "
                  + ("passes, no caveat follows" if not caveat else "the report's caveat: " + " ".join(caveat)))
         L += ["", N.vj_check_line(full, fresh)]
-    return L
+    return L, m
 
 
 def table_main(a: argparse.Namespace) -> None:
@@ -165,7 +165,7 @@ def table_main(a: argparse.Namespace) -> None:
     auc, got = auc_part(spec)
     mem_pools, full = mem_load(a.as_of)
     checks = T.check_stores(spec, got["pools"], mem_pools, full)
-    H.write("\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem_part(mem_pools, full)), a.out)
+    H.write("\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem_part(mem_pools, full)[0]), a.out)
 
 
 def compute_main(a: argparse.Namespace) -> None:

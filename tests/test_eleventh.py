@@ -121,3 +121,72 @@ def test_the_check_before_pool_k_reproduces_the_tenths_figures():
         assert f"`{key}` {row.split('|')[-2].strip()}" in line
     assert f"| `{HEADLINE}` (headline) |" in text and "| 0.963 (0.942) |" in text
     assert "0.963 (lowest pool 0.942)" in flat("bench/results/real_shadows_eleventh_plan.md")
+
+
+def _outcome():
+    auc, got = E11.auc_part(E11.POOLS)
+    pools, full = E11.mem_load("K")
+    checks = E11.T.check_stores(E11.POOLS, got["pools"], pools, full)
+    mem, m = E11.mem_part(pools, full)
+    return "\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n", got, m
+
+
+@pytest.mark.slow  # eleven pools' AUC and memorization stores (about 15 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_reads_it():
+    """The eleventh table regenerates byte for byte from the committed stores and pool K's
+    full read; D4s passed both gates on their lower side, so `mixed` reads delete4_halves_s
+    for the two studied figures at the common point (jacksum its fallback); README and the
+    report quote the outcome's figures, and README the default run's widths against
+    jacksum's, recomputed from results/membership.json's recorded SDs."""
+    import json
+
+    from bnmem.attack import intervals as I
+    from bnmem.report.markdown import _procedure_text
+    text, got, m = _outcome()
+    assert text == (ROOT / "bench/results/real_shadows_eleventh.md").read_text()
+    dec = got["decision"]
+    assert dec["adopt"] and dec["action"].startswith("adopt D4s for class A")
+    assert I.MIXED_RULES[("auc", "common")] == "delete4_halves_s" and I.HALVES_FALLBACK[("auc", "common")] == "jacksum"
+    assert I.DELETED_STUDIED[("auc", "common")] == ("auc_all/heldout", "auc_all/fit")
+    k, pooled, cov = got["per_pool"]["K"], got["pooled"], got["per_key"]
+    head = cov[HEADLINE]
+    readme = flat("README.md")
+    report = " ".join(_procedure_text("mixed", 100, 8).split())
+    lo_hi = f"{min(pooled['per_key']):.3f}–{max(pooled['per_key']):.3f}"
+    assert k["min"] == min(c[-1] for c in cov.values()) == head[-1]  # the headline key is pool K's lowest
+    for t in (f"on pool K the class covers {k['coverage']:.3f} (lowest key {k['min']:.3f}, the headline key; "
+              f"{k['ts15']['min']:.3f} at T_s × 1.5)",
+              f"over the eleven pools {pooled['coverage']:.3f}, every key {lo_hi} (the headline key "
+              f"{np.mean(head):.3f}, lowest pool {min(head):.3f}), at {pooled['width_calibrated']:.2f} times a "
+              f"calibrated width where D4 is {got['context']['all']['width_calibrated']:.2f} and covers "
+              f"{got['context']['all']['coverage']:.3f} (the headline key "
+              f"{E11.key_coverage(got['pools']['K'], HEADLINE, 'D4'):.3f} on K)",
+              f"| `delete4_halves_s` | {k['coverage']:.3f} on the fresh pool K (lowest key {k['min']:.3f}); "
+              f"{pooled['coverage']:.3f} over eleven pools, {lo_hi} per key, at {pooled['width_calibrated']:.2f}× "
+              "a calibrated width |",
+              f"covered the class {k['coverage']:.3f} on an eleventh, fresh pool (lowest key {k['min']:.3f}, the "
+              f"headline key) and {lo_hi} per key over eleven pools, at {pooled['width_calibrated']:.2f} times"):
+        assert t in readme, t
+    f = m["figures"]
+    K1, K2 = E11.T.K1, E11.T.K2
+    assert (f"(`jacksum_s`: K2 {f[K2]['JSs'][-1]:.3f}, K1 {f[K1]['JSs'][-1]:.3f}; over eleven pools K2 "
+            f"{np.mean(f[K2]['JSs']):.3f}, the class {m['decision']['class']:.3f})") in readme
+    assert (f"adopted `delete4_halves_s` on that fresh pool: {k['coverage']:.3f} there (lowest key {k['min']:.3f}, "
+            f"the headline key), {lo_hi.replace('–', '-')} per key over eleven pools (the headline key "
+            f"{np.mean(head):.3f}, lowest pool {min(head):.3f}), at {pooled['width_calibrated']:.2f} times") in report
+    # the default run: D4s's intervals over jacksum's, from the recorded SDs
+    mem = json.loads((ROOT / "results/membership.json").read_text())["frontier"]["compare"]
+    ratios, recs = [], {}
+    for comp, v in mem.items():
+        for crit in ("heldout", "fit"):
+            r = v["criteria"][crit]["figures"]["auc_all"]["at_common"]
+            assert r["rule"] == "delete4_halves_s"
+            var = {d: I.variance_from_sd(x) for d, x in r["sd"].items()}
+            js = I.IntervalPlan("jacksum", 8, {}).ci_from(r["value"], var)
+            ratios.append((r["hi"] - r["lo"]) / (js[1] - js[0]))
+            recs[(comp, crit)] = (r, js)
+    assert f"are {min(ratios):.2f}–{max(ratios):.2f} times jacksum's width" in readme
+    r, js = recs[("batchnorm_minus_none", "heldout")]
+    pct = lambda x: f"{100 * x:+.2f}"  # noqa: E731
+    assert (f"-1.38 [{pct(js[0])}, {pct(js[1])}] to [{pct(r['lo'])}, {pct(r['hi'])}], "
+            f"{(r['hi'] - r['lo']) / (js[1] - js[0]):.2f} times as wide") in readme
