@@ -396,10 +396,11 @@ def test_readme_quotes_the_deleted_outcome():
     assert (f"split-mean form, {d4s['coverage']:.3f} with intervals "
             f"{100 * (1 - d4s['mean_width'] / d4['mean_width']):.1f} % narrower") in flat
     # the report says which figures take the rule, and from which plans (the seventh pool; the
-    # tenth took the common point back to jacksum)
+    # tenth took the common point back to jacksum, the eleventh to delete4_halves_s)
     assert ("averaged over the overlap of matched held-out accuracy and of matched fit and at equal "
             "epochs or budgets take `delete4_halves`") in text and "real_shadows_seventh_plan.md" in text
-    assert "At the common point of matched held-out accuracy and fit the difference reads jacksum again" in text
+    assert ("At the common point of matched held-out accuracy and fit the difference reads "
+            "`delete4_halves_s`") in text
 
 
 @pytest.mark.slow  # the stage's bootstrap with 100 draws (about 15 s)
@@ -407,8 +408,9 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
     """The attack stage's bootstrap at 8 pairs under today's rules (classes A and E on
     delete4_halves since bench/results/real_shadows_seventh_plan.md): with 100 draws on the
     default recipe it draws the delete-4 and halves rows and records delete4_halves for AUC at
-    the common point and at equal epochs, where all samples' AUC difference is
-    1.96 sqrt(V_4 + max(V_h, 0)) and the clean samples' jacksum's; with 20 draws or another
+    equal epochs (delete4_halves_s at the common point, the eleventh plan's), where all
+    samples' AUC difference is 1.96 sqrt(V_4 + max(V_h, 0)) and the clean samples' jacksum's;
+    with 20 draws or another
     recipe neither row is drawn and the fallback, jacksum, is recorded and read; a comparison
     with an arm outside the real shadows' (GroupNorm) reads jacksum from the same rows."""
     from bnmem.attack.stage import _resampled
@@ -433,8 +435,9 @@ def test_the_stage_draws_the_delete4_rows_where_its_rule_is_read():
                          "model_ids": np.arange(m), "epoch_phi": None, "epoch_correct": None,
                          "loss": rng.random((m, n)), "budgets": []}
         mem = _resampled(cfg, data, kind, "lira_online_fixed")
-        # the common point reads jacksum since the tenth plan (real_shadows_tenth_plan.md)
-        assert mem["rules"]["auc@common"] == "jacksum" and mem["rules"]["auc@equal"] == rule
+        # the common point reads delete4_halves_s since the eleventh plan, its fallback jacksum
+        common = "delete4_halves_s" if rule == "delete4_halves" else "jacksum"
+        assert mem["rules"]["auc@common"] == common and mem["rules"]["auc@equal"] == rule
         # rows no rule reads are not drawn: another recipe, or too few draws for V_h
         assert ("delete4" in mem["segments"]) == ("halves" in mem["segments"]) \
             == (rule == "delete4_halves")
@@ -454,14 +457,18 @@ def test_the_default_runs_auc_reads_the_delete4_rule():
     """On the committed default run (results/membership.json, dvc repro of this code): every
     comparison's all-sample AUC difference averaged over the overlap of matched held-out
     accuracy and of matched fit, and at each equal budget, is 1.96 sqrt(V_4 + max(V_h, 0))
-    from its recorded SDs and records delete4_halves; at the common point (jacksum again
-    since bench/results/real_shadows_tenth_plan.md), the loss and gap criteria and the clean
-    samples' AUC read jacksum, or over the overlap both."""
+    from its recorded SDs and records delete4_halves; at the common point (delete4_halves_s
+    since bench/results/real_shadows_eleventh_plan.md) it is t_nu sqrt(V_4 + max(V_h, 0)),
+    nu = (V_4 + V_h+)² / (V_4² / 7), and records that rule and nu; the loss and gap criteria
+    and the clean samples' AUC read jacksum, or over the overlap both."""
     import json
+
+    from scipy import stats
+
     from bnmem.attack.intervals import variance_from_sd
     m = json.loads((ROOT / "results/membership.json").read_text())
     assert m["rules"]["auc@equal"] == m["rules"]["auc@overlap"] == "delete4_halves"
-    assert m["rules"]["auc@common"] == "jacksum"
+    assert m["rules"]["auc@common"] == "delete4_halves_s"
     assert "delete4" in m["segments"] and "halves" in m["segments"]
     n = n_eq = n_ov = 0
     for comp, x in m["frontier"]["compare"].items():
@@ -473,10 +480,17 @@ def test_the_default_runs_auc_reads_the_delete4_rule():
                 if at["value"] is None or at["hi"] is None:
                     continue
                 v = {k: variance_from_sd(s) for k, s in at["sd"].items()}
-                assert at["rule"] == "jacksum", (comp, crit, f)
-                want = v["jackknife"] + v["samples"]
-                n += f == "auc_all" and crit in ("heldout", "fit")
-                assert at["hi"] - at["value"] == pytest.approx(1.96 * np.sqrt(want), rel=1e-9)
+                if f == "auc_all" and crit in ("heldout", "fit"):
+                    assert at["rule"] == "delete4_halves_s", (comp, crit)
+                    want = v["delete4"] + max(v["halves"], 0.0)
+                    nu = want ** 2 / (v["delete4"] ** 2 / 7)
+                    assert at["df"] == pytest.approx(nu, rel=1e-9)
+                    q = float(stats.t.ppf(0.975, nu))
+                    n += 1
+                else:
+                    assert at["rule"] == "jacksum" and at["df"] is None, (comp, crit, f)
+                    want, q = v["jackknife"] + v["samples"], 1.96
+                assert at["hi"] - at["value"] == pytest.approx(q * np.sqrt(want), rel=1e-9)
                 ov = fig["overlap"]
                 if ov.get("hi") is not None:  # the gap criterion has no overlap
                     v = {k: variance_from_sd(s) for k, s in ov["sd"].items()}

@@ -190,3 +190,64 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_reads_it():
     pct = lambda x: f"{100 * x:+.2f}"  # noqa: E731
     assert (f"-1.38 [{pct(js[0])}, {pct(js[1])}] to [{pct(r['lo'])}, {pct(r['hi'])}], "
             f"{(r['hi'] - r['lo']) / (js[1] - js[0]):.2f} times as wide") in readme
+
+
+def test_a_p_value_reads_the_interval_with_the_quantile_it_was_made_with():
+    """An interval made with Student's t records its df (IntervalPlan.summary), and the
+    claims' one-sided p reads it with that t (verdict.p_values): on the default run's
+    headline record (delete4_halves_s) the stored p_short is the t reading, not the normal
+    one, which would be about 1e-10. Read as normal, a t(8) interval's p of 0.0028 (Holm's
+    0.025 / 9) would read under 0.001: anticonservative."""
+    import json
+
+    from scipy import stats
+
+    from bnmem.report.verdict import Evidence, p_values
+    m = json.loads((ROOT / "results/membership.json").read_text())
+    rec = m["frontier"]["compare"]["batchnorm_minus_none"]["criteria"]["heldout"]["figures"]["auc_all"]["at_common"]
+    assert rec["rule"] == "delete4_halves_s" and 7 <= rec["df"] < 1e6
+    e = Evidence.of(rec, training=True)
+    assert e.df == rec["df"]
+    sd = (rec["hi"] - rec["lo"]) / (2 * stats.t.ppf(0.975, rec["df"]))
+    z = -(rec["value"] - 0.04) / sd  # the claim: BN raises AUC by >= 4 points (direction +1)
+    beyond, short = p_values(e, 1, 0.04)
+    assert short == pytest.approx(stats.t.sf(z, rec["df"]), rel=1e-9)
+    assert beyond == pytest.approx(stats.t.cdf(z, rec["df"]), rel=1e-9)
+    summary = json.loads((ROOT / "results/summary.json").read_text())
+    claim = next(c for c in summary["claims"] if c["claim"].startswith("BN raises LiRA AUC by >= 4 points"))
+    assert claim["p_short"] == pytest.approx(short, rel=1e-9) and claim["p_short"] > 1e-7
+    normal = p_values(Evidence(e.value, e.lo, e.hi, True), 1, 0.04)[1]
+    assert normal < 1e-8
+    # the anticonservative case: a t(8) interval at the Holm boundary
+    q8 = stats.t.ppf(0.975, 8)
+    t_at = stats.t.isf(0.0028, 8)  # value / sd where the t reading gives p = 0.0028
+    ev = Evidence(t_at, t_at - q8, t_at + q8, True, 8.0)
+    assert p_values(ev, 1, 0.0)[0] == pytest.approx(0.0028, rel=1e-9)  # p of not beyond 0
+    assert p_values(Evidence(ev.value, ev.lo, ev.hi, True), 1, 0.0)[0] < 0.001
+
+
+def test_a_marginal_reads_sd_is_its_rules_and_a_rule_without_variance_falls_back():
+    """markdown.marginal_reads' |value| / sd divides by the sd the rule's quantile multiplies
+    (for delete4_halves_s sqrt(V_4 + max(V_h, 0)), not half-width / 1.96); and under `mixed` a
+    real-shadow rule whose variance is not positive (V_4 = 0 and V_h <= 0) reads its
+    fallback, jacksum, rather than publish a zero-width interval."""
+    from bnmem.attack.intervals import IntervalPlan, rule_variance, signed_sd
+    from bnmem.report.markdown import marginal_reads
+    var = {"jackknife": 1.2e-4, "samples": 0.6e-4, "delete4": 1.0e-4, "halves": 0.2e-4, "pairs": 1e-4,
+           "both": 2e-4}
+    seg = {"halves": (1, 101), "delete4": (101, 129), "jackknife": (129, 137), "samples": (137, 237)}
+    plan = IntervalPlan("mixed", 8, seg)
+    v = 0.025
+    lo, hi = plan.ci_from(v, var, "auc_all/heldout@common")
+    assert plan.rule_for("auc_all/heldout@common", var) == "delete4_halves_s" and lo > 0
+    rec = {"value": v, "lo": lo, "hi": hi, "rule": "delete4_halves_s", "sd": {k: signed_sd(x) for k, x in var.items()}}
+    mem = {"frontier": {"compare": {"batchnorm_minus_none": {"criteria": {"heldout": {"figures": {
+        "auc_all": {"at_common": rec}}}}}}}}
+    (got,) = marginal_reads(mem, ratio=10.0)
+    assert got["z"] == pytest.approx(v / np.sqrt(1.2e-4), rel=1e-9)
+    assert got["z"] > v / ((hi - lo) / 2 / 1.96) * 1.05  # the old reading understated it
+    flat = {**var, "delete4": 0.0, "halves": -1e-5}
+    assert rule_variance("delete4_halves_s", flat) == 0.0
+    assert plan.rule_for("auc_all/heldout@common", flat) == "jacksum"
+    lo, hi = plan.ci_from(v, flat, "auc_all/heldout@common")
+    assert hi - v == pytest.approx(1.96 * np.sqrt(1.8e-4))

@@ -261,7 +261,9 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
     curve = np.array([pareto_grid(_series(a, key, sign), _series(a, "auc_all", None), grid)
                       - pareto_grid(_series(b, key, sign), _series(b, "auc_all", None), grid)
                       for a, b in zip(draws_a, draws_b)]).reshape(len(draws_a), -1)
-    # each grid point is read as a common point is (bnmem.attack.intervals.MIXED_RULES)
+    # each grid point reads the common point's rule for a figure not studied there
+    # (`auc_all@common` is not in intervals.DELETED_STUDIED: jacksum under `mixed`; the
+    # real-shadow rule was calibrated at the common point of each criterion alone)
     band = [plan.ci(curve[0, g], curve[:, g], "auc_all@common") for g in range(grid.size)]
     out["curve"] = {"heldout": grid.tolist(), "auc_all": curve[0].tolist(),
                     "lo": [b[0] for b in band], "hi": [b[1] for b in band]}

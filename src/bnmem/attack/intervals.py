@@ -166,76 +166,76 @@ class IntervalPlan:
         return self.ci_from(point, self.variances(draws, min_share), figure, z)
 
     def summary(self, vals, figure: str = "") -> dict:
-        """{value (row 0), lo, hi, sd: each design's SD} of one figure's draws: the record
-        every interval in results/membership.json is (sd lets another procedure be read
-        from the committed result without rerunning it)."""
+        """{value (row 0), lo, hi, sd: each design's SD, rule, df} of one figure's draws: the
+        record every interval in results/membership.json is (sd lets another procedure be
+        read from the committed result without rerunning it; df: the degrees of freedom of
+        the rule's t quantile, null where it is normal, so that a p-value read from the
+        interval uses the quantile it was made with: bnmem.report.verdict.p_values)."""
         vals = np.asarray(vals, dtype=np.float64)
         v = float(vals[0])
         if not np.isfinite(v):
-            return {"value": None, "lo": None, "hi": None, "sd": {}, "rule": None}
+            return {"value": None, "lo": None, "hi": None, "sd": {}, "rule": None, "df": None}
         var = self.variances(vals)
         lo, hi = self.ci_from(v, var, figure)
+        rule = None if lo is None else self.rule_for(figure, var)
+        df = None if rule is None else self.rule_df(rule, var)
         return {"value": v, "lo": lo, "hi": hi,
                 "sd": {k: None if x is None else signed_sd(x) for k, x in var.items()},
-                "rule": None if lo is None else self.rule_for(figure, var)}
+                "rule": rule, "df": None if df is None or not np.isfinite(df) else float(df)}
 
     def rule_for(self, figure: str, var: dict) -> str:
         """The procedure an interval of `figure` is computed by, given its design variances:
         `procedure`, or under `mixed` its rule for the figure's family and read, or that
         rule's fallback (HALVES_FALLBACK) where a real-shadow rule cannot be read here (a
-        design's variance undefined, or V_h from too few reweightings). Recorded beside
-        every interval (`summary`'s "rule"), so a record says what made it."""
+        design's variance undefined or the rule's variance not positive, or V_h from too few
+        reweightings). Recorded beside every interval (`summary`'s "rule"), so a record says
+        what made it."""
         procedure = self.procedure
         if procedure == "mixed":
             procedure = mixed_procedure(figure, self.n_units)
             seg = self.segments.get("halves")
             if procedure in REAL_SHADOW_PROCEDURES and (
                     not self.real_shadow
-                    or any(var.get(d) is None for d in designs(procedure))
+                    or not (rule_variance(procedure, var) or 0.0) > 0.0
                     or ("halves" in designs(procedure)
                         and (not seg or (seg[1] - seg[0]) // 2 < HALVES_MIN_SHARED))):
                 procedure = halves_fallback(figure)
         return procedure
 
-    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
-                ) -> tuple[float | None, float | None]:
-        """point +- z sd from recorded design variances (`variances`), by `rule_for`'s
-        procedure."""
-        procedure = self.rule_for(figure, var)
-        if any(var.get(name) is None for name in designs(procedure)):
-            return None, None
-        v = {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
-             "samples": lambda: var["samples"],
-             "sum": lambda: var["pairs"] + var["samples"],
-             "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
-                                   var["pairs"]),
-             "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
-             "jackknife_t": lambda: var["jackknife"],
-             "jacksum": lambda: var["jackknife"] + var["samples"],
-             "jacksum_s": lambda: var["jackknife"] + var["samples"],
-             **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
-             "delete3": lambda: var["delete3"],
-             "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
-             "delete4_halves_s": lambda: var["delete4"] + max(var["halves"], 0.0),
-             }[procedure]()
-        df = None
+    def rule_df(self, procedure: str, var: dict) -> float | None:
+        """The degrees of freedom of `procedure`'s Student t quantile given its design
+        variances (`variances`), None where it reads 1.96 (normal); inf where Satterthwaite's
+        formula gives a normal quantile."""
+        v = rule_variance(procedure, var)
         if procedure in ("pairs_t", "jackknife_t", "jackhalves_t"):  # Student's t on P - 1 df
-            df = self.n_units - 1
-        elif procedure == "jacksum_s":  # Satterthwaite: V_j on P - 1 df, V_s on B - 1
+            return self.n_units - 1
+        if procedure == "jacksum_s":  # Satterthwaite: V_j on P - 1 df, V_s on B - 1
             seg = self.segments.get("samples")  # absent (a recorded result's SDs): V_s's df taken as many
             df_s = max(seg[1] - seg[0] - 1, 1) if seg else np.inf
-            df = (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + var["samples"] ** 2 / df_s)
-                  if self.n_units >= 2 and v > 0 else self.n_units - 1)
-        elif procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
+            return (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + var["samples"] ** 2 / df_s)
+                    if self.n_units >= 2 and v > 0 else self.n_units - 1)
+        if procedure == "jackhalves_s":  # Satterthwaite: V_j on P - 1 df, V_h+ on K - splits
             seg = self.segments.get("halves")  # absent (a recorded result's SDs): V_h's df taken as many
             k = (seg[1] - seg[0]) // 2 if seg else None
             vh = max(var["halves"], 0.0)
             df_h = max(k - len(halves_groups(k)), 1) if k else np.inf
-            df = (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + vh ** 2 / df_h)
-                  if self.n_units >= 2 and v > 0 else self.n_units - 1)
-        elif procedure == "delete4_halves_s":  # Satterthwaite: V_4 on P - 1 df, V_h+'s df many
-            df = (v ** 2 / (var["delete4"] ** 2 / (self.n_units - 1))
-                  if self.n_units >= 2 and var["delete4"] > 0 else np.inf)
+            return (v ** 2 / (var["jackknife"] ** 2 / (self.n_units - 1) + vh ** 2 / df_h)
+                    if self.n_units >= 2 and v > 0 else self.n_units - 1)
+        if procedure == "delete4_halves_s":  # Satterthwaite: V_4 on P - 1 df, V_h+'s df many
+            return (v ** 2 / (var["delete4"] ** 2 / (self.n_units - 1))
+                    if self.n_units >= 2 and var["delete4"] > 0 else np.inf)
+        return None
+
+    def ci_from(self, point: float, var: dict, figure: str = "", z: float = 1.96
+                ) -> tuple[float | None, float | None]:
+        """point +- z sd from recorded design variances (`variances`), by `rule_for`'s
+        procedure (z the t quantile at z's normal level where the procedure reads t:
+        `rule_df`)."""
+        procedure = self.rule_for(figure, var)
+        v = rule_variance(procedure, var)
+        if v is None:
+            return None, None
+        df = self.rule_df(procedure, var)
         if df is not None:
             if self.n_units < 2:  # one pair: no spread to estimate, no interval
                 return None, None
@@ -243,6 +243,28 @@ class IntervalPlan:
             z = float(stdtrit(df, 0.975 if z == 1.96 else ndtr(z)))
         half = z * float(np.sqrt(v))
         return float(point - half), float(point + half)
+
+
+def rule_variance(procedure: str, var: dict) -> float | None:
+    """The variance a procedure's interval is point +- quantile x sqrt of, from design
+    variances (IntervalPlan.variances, or a record's `sd` read back by variance_from_sd);
+    None where a design it reads is undefined."""
+    if any(var.get(name) is None for name in designs(procedure)):
+        return None
+    return {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
+            "samples": lambda: var["samples"],
+            "sum": lambda: var["pairs"] + var["samples"],
+            "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
+                                  var["pairs"]),
+            "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
+            "jackknife_t": lambda: var["jackknife"],
+            "jacksum": lambda: var["jackknife"] + var["samples"],
+            "jacksum_s": lambda: var["jackknife"] + var["samples"],
+            **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
+            "delete3": lambda: var["delete3"],
+            "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
+            "delete4_halves_s": lambda: var["delete4"] + max(var["halves"], 0.0),
+            }[procedure]()
 
 
 def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:

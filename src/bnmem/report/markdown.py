@@ -201,7 +201,7 @@ def marginal_reads(membership: dict, ratio: float = 1.25) -> list[dict]:
     common point of matched held-out accuracy) whose interval excludes 0 narrowly: |value|
     under `ratio` half-widths. Per read: the margin, |value| / sd under its own rule, and
     under each other variance recorded beside it (delete-4 + max(halves, 0), pairs, both)."""
-    from bnmem.attack.intervals import variance_from_sd
+    from bnmem.attack.intervals import rule_variance, variance_from_sd
     out = []
     for comp, x in membership.get("frontier", {}).get("compare", {}).items():
         figs = x.get("criteria", {}).get("heldout", {}).get("figures", {})
@@ -213,8 +213,7 @@ def marginal_reads(membership: dict, ratio: float = 1.25) -> list[dict]:
             if abs(v) >= ratio * half:
                 continue
             var = {k: variance_from_sd(sd) for k, sd in r["sd"].items()}
-            own = np.sqrt(var["jackknife"] + var["samples"]) if r["rule"] in ("jacksum", "jacksum_s") \
-                else half / 1.96
+            own = np.sqrt(rule_variance(r["rule"], var))  # the sd its rule's quantile multiplies
             alt = {}
             for name, ds in _ALTERNATIVES:
                 if all(var.get(d) is not None for d in ds):

@@ -105,7 +105,8 @@ def gamma_sigma_summary(layers: dict[str, dict]) -> dict | None:
 
 def _ev_dict(e: Evidence | None) -> dict | None:
     return None if e is None else {"value": e.value, "lo": e.lo, "hi": e.hi,
-                                   "interval": "models+samples" if e.training else "samples"}
+                                   "interval": "models+samples" if e.training else "samples",
+                                   **({"df": e.df} if e.df is not None else {})}
 
 
 def _claim(text: str, at: str, equal: Evidence | None, matched: Evidence | None,
@@ -247,7 +248,7 @@ def claims(membership: dict, grads: dict, gamma: dict | None, seeds: dict | None
         eq = Evidence.of(g.get("equal_epochs"), training=False)
         if name == "flipped" and (across.get("grad_ratio_flipped_clean_ratio") or {}).get("lo") is not None:
             s = across["grad_ratio_flipped_clean_ratio"]  # t-interval over seeds: training runs
-            eq = Evidence(s["mean"], s["lo"], s["hi"], True)
+            eq = Evidence(s["mean"], s["lo"], s["hi"], True, s["n"] - 1)  # a t(n - 1) interval over the seeds (replicates)
         label = (f"{'Flipped' if name == 'flipped' else 'OOD'} samples have larger gradient "
                  f"norms under BN ({name}/clean median norm ratio, BN / none")
         sg = shadow_grads.get(f"batchnorm_minus_none_{name}")

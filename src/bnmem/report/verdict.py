@@ -56,13 +56,15 @@ class Evidence:
     lo: float | None
     hi: float | None
     training: bool
+    df: float | None = None  # the interval's t quantile's degrees of freedom; None: 1.96
 
     @classmethod
     def of(cls, d: dict | None, training: bool) -> "Evidence | None":
-        """From {"value", "lo", "hi"}; None when absent or without a value."""
+        """From {"value", "lo", "hi", "df" (absent: normal)}; None when absent or without a
+        value."""
         if not d or d.get("value") is None:
             return None
-        return cls(d["value"], d.get("lo"), d.get("hi"), training)
+        return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"))
 
     @property
     def usable(self) -> bool:
@@ -152,7 +154,8 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     """One-sided p of (not beyond, not short) of the threshold from a 95 % interval read
     as normal (half-width 1.96 sd), or as Student t with `df` degrees of freedom where the
     interval was built that way (half-width t_{0.975, df} sd: the grid's replicates,
-    df = k - 1); with `log` (ratios, whose intervals are symmetric on the log scale)
+    df = k - 1; by default the evidence's own `df`, which a t-based interval rule records,
+    bnmem.attack.intervals.IntervalPlan.summary); with `log` (ratios, whose intervals are symmetric on the log scale)
     value, ends and threshold are read on the log scale. (1, 1) without a usable
     interval."""
     if e is None or not e.usable or e.hi <= e.lo:
@@ -162,6 +165,7 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
         if min(v, lo, hi, t) <= 0:
             return 1.0, 1.0
         v, lo, hi, t = (math.log(a) for a in (v, lo, hi, t))
+    df = e.df if df is None else df
     if df is not None:
         from scipy.stats import t as student
         z = direction * (v - t) / ((hi - lo) / (2 * float(student.ppf(0.975, df))))
