@@ -136,52 +136,70 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
                "pools": pools}
 
 
+def with_fresh(pools: list[dict], full: dict, fresh: tuple, out: Path) -> tuple[list[dict], dict]:
+    """`pools` and their full reads plus a fresh pool's, its full read from `out` (`compute`),
+    checked against its main store's fingerprint."""
+    label, seed, _ = fresh
+    here = json.loads(out.read_text())
+    if here[label]["pool"] != F._meta_pool(seed):
+        raise SystemExit(f"pool {label}'s full read comes from another pool")
+    full[label] = here[label]
+    return [*pools, P.load(*fresh)], full
+
+
 def mem_load(as_of: str) -> tuple[list[dict], dict]:
     """Pools A-J (as_of "J") or A-K with their full reads."""
     pools, full = T.mem_load("J")
-    if as_of == "J":
-        return pools, full
-    here = json.loads(OUT.read_text())
-    if here["K"]["pool"] != F._meta_pool(FRESH[1]):
-        raise SystemExit("pool K's full read comes from another pool")
-    full["K"] = here["K"]
-    return [*pools, P.load(*FRESH)], full
+    return (pools, full) if as_of == "J" else with_fresh(pools, full, FRESH, OUT)
 
 
-def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
+def mem_part(pools: list[dict], full: dict, fresh: str = FRESH[0]) -> tuple[list[str], dict]:
+    """The tenth plan's memorization check with the last pool fresh; where that pool is the
+    plan's `fresh` one, its verdict (a check: jacksum_s stays whatever it shows) and V_j
+    check."""
     L, m = T.mem_part(pools, full)
-    fresh, many = pools[-1]["label"], MANY[len(pools)]
-    dec = m["decision"]
-    if fresh == "K":
-        caveat = T.caveat_lines(m["figures"], dec, fresh, many)
+    many = MANY[len(pools)]
+    if pools[-1]["label"] == fresh:
+        caveat = T.caveat_lines(m["figures"], m["decision"], fresh, many)
         L.append("- A check, deciding nothing (jacksum_s stays whatever it shows): "
                  + ("passes, no caveat follows" if not caveat else "the report's caveat: " + " ".join(caveat)))
         L += ["", N.vj_check_line(full, fresh)]
     return L, m
 
 
-def table_main(a: argparse.Namespace) -> None:
-    spec = spec_of(a.as_of)
-    auc, got = auc_part(spec)
-    mem_pools, full = mem_load(a.as_of)
+def write_table(spec: tuple, auc, mem: tuple[list[dict], dict], mem_fn, out: Path | None) -> None:
+    """A plan's table: `auc(spec)`'s lines, the store checks, `mem_fn(*mem)`'s lines."""
+    lines, got = auc(spec)
+    mem_pools, full = mem
     checks = T.check_stores(spec, got["pools"], mem_pools, full)
-    H.write("\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem_part(mem_pools, full)[0]), a.out)
+    H.write("\n".join(lines) + "\n\n" + checks + "\n\n" + "\n".join(mem_fn(mem_pools, full)[0]), out)
+
+
+def table_main(a: argparse.Namespace) -> None:
+    write_table(spec_of(a.as_of), auc_part, mem_load(a.as_of), mem_part, a.out)
 
 
 def compute_main(a: argparse.Namespace) -> None:
     N.write_full_read(FRESH, OUT)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cli(doc: str, fresh: tuple, before: str, compute, table) -> None:
+    """The plans' command line: `compute` (the fresh pool's full read) and `table` (with
+    --as-of `before`, the check made before the fresh pool was read)."""
+    label = fresh[0]
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("compute", help="pool K's full read and V_j check (needs the logits)")
-    t = sub.add_parser("table", help="the plan's tables and decision")
+    sub.add_parser("compute", help=f"pool {label}'s full read and V_j check (needs the logits)")
+    t = sub.add_parser("table", help="the plan's tables and decisions")
     t.add_argument("--out", type=Path)
-    t.add_argument("--as-of", choices=("J", "K"), default="K",
-                   help="J: pools A-J, J last (the check made before pool K)")
+    t.add_argument("--as-of", choices=(before, label), default=label,
+                   help=f"{before}: pools up to {before}, {before} last (the check made before pool {label})")
     a = ap.parse_args()
-    {"compute": compute_main, "table": table_main}[a.cmd](a)
+    {"compute": compute, "table": table}[a.cmd](a)
+
+
+def main() -> None:
+    cli(__doc__, FRESH, "J", compute_main, table_main)
 
 
 if __name__ == "__main__":

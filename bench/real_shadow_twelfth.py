@@ -26,7 +26,6 @@ stores was read; this script was committed before they were read too): a twelfth
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -37,11 +36,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import real_shadow_deleted as D  # noqa: E402
 import real_shadow_eleventh as E11  # noqa: E402
-import real_shadow_fullread as F  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
 import real_shadow_keypooled as K  # noqa: E402
 import real_shadow_ninth as N  # noqa: E402
-import real_shadow_pareto as P  # noqa: E402
 import real_shadow_pooled as PO  # noqa: E402
 import real_shadow_rules as R  # noqa: E402
 import real_shadow_sixth as S  # noqa: E402
@@ -152,32 +149,15 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
 def mem_load(as_of: str) -> tuple[list[dict], dict]:
     """Pools A-K (as_of "K") or A-L with their full reads."""
     pools, full = E11.mem_load("K")
-    if as_of == "K":
-        return pools, full
-    here = json.loads(OUT.read_text())
-    if here["L"]["pool"] != F._meta_pool(FRESH[1]):
-        raise SystemExit("pool L's full read comes from another pool")
-    full["L"] = here["L"]
-    return [*pools, P.load(*FRESH)], full
+    return (pools, full) if as_of == "K" else E11.with_fresh(pools, full, FRESH, OUT)
 
 
 def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
-    L, m = T.mem_part(pools, full)
-    fresh, many = pools[-1]["label"], MANY[len(pools)]
-    if fresh == "L":
-        caveat = T.caveat_lines(m["figures"], m["decision"], fresh, many)
-        L.append("- A check, deciding nothing (jacksum_s stays whatever it shows): "
-                 + ("passes, no caveat follows" if not caveat else "the report's caveat: " + " ".join(caveat)))
-        L += ["", N.vj_check_line(full, fresh)]
-    return L, m
+    return E11.mem_part(pools, full, FRESH[0])
 
 
 def table_main(a: argparse.Namespace) -> None:
-    spec = spec_of(a.as_of)
-    auc, got = auc_part(spec)
-    mem_pools, full = mem_load(a.as_of)
-    checks = T.check_stores(spec, got["pools"], mem_pools, full)
-    H.write("\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem_part(mem_pools, full)[0]), a.out)
+    E11.write_table(spec_of(a.as_of), auc_part, mem_load(a.as_of), mem_part, a.out)
 
 
 def compute_main(a: argparse.Namespace) -> None:
@@ -185,15 +165,7 @@ def compute_main(a: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("compute", help="pool L's full read and V_j check (needs the logits)")
-    t = sub.add_parser("table", help="the plan's tables and decisions")
-    t.add_argument("--out", type=Path)
-    t.add_argument("--as-of", choices=("K", "L"), default="L",
-                   help="K: pools A-K, K last (the check made before pool L)")
-    a = ap.parse_args()
-    {"compute": compute_main, "table": table_main}[a.cmd](a)
+    E11.cli(__doc__, FRESH, "K", compute_main, table_main)
 
 
 if __name__ == "__main__":
