@@ -45,13 +45,17 @@ TITLE = ("a seventh pool (G) re-checks D4 for the three AUC classes", "seventh",
 
 
 def markdown(per_pool: dict, seven: dict, dec: dict, head: dict, fresh: str = FRESH,
-             many: str = "seven", title: tuple[str, str, str] = TITLE, command: str | None = None) -> str:
+             many: str = "seven", title: tuple[str, str, str] = TITLE, command: str | None = None,
+             rules_in_use: bool = True, gate1: tuple[str, ...] = ()) -> str:
     """The table; `fresh`: the fresh pool, `many`: how many pools, in words; `title`: (title,
     the plan's name, when it was written); `command`: the one that makes it (default: the
-    plan's script with --out)."""
-    L = S.head_lines(title[0], title[1], title[2], fresh, many, DECIDED, per_pool, head, command)
-    L += ["", f"Pool {fresh}, the rules in use (deciding nothing):", ""]
-    for cls in DECIDED:
+    plan's script with --out); `rules_in_use`: the fresh pool's lines on R.CLASSES' rules;
+    `gate1`: the pools whose gate 1 decides, each alone (default the fresh one; with several,
+    each class's decision holds per pool "gates" {"pool X": (ok, why), "all pools": ...})."""
+    L = S.head_lines(title[0], title[1], title[2], fresh, many, DECIDED, per_pool, head, command, gate1)
+    if rules_in_use:
+        L += ["", f"Pool {fresh}, the rules in use (deciding nothing):", ""]
+    for cls in DECIDED if rules_in_use else ():
         t = per_pool[fresh][cls]
         today = t["today"]
         if today in t["rules"]:
@@ -71,8 +75,11 @@ def markdown(per_pool: dict, seven: dict, dec: dict, head: dict, fresh: str = FR
     L += ["", "## Outcome", ""]
     for cls in DECIDED:
         g1, g2 = dec[cls]["gate1"], dec[cls]["gate2"]
-        L += [f"- Class {cls} ({R.LABEL[cls]}): gate 1 (pool {fresh} alone) "
-              + ("passes" if g1[0] else "fails: " + g1[1]) + f"; gate 2 ({many} pools per key) "
+        first = (f"gate 1 (pool {fresh} alone) " + ("passes" if g1[0] else "fails: " + g1[1])
+                 if len(gate1) < 2 else "gate 1 (" + "; ".join(
+                     f"{w} alone " + ("passes" if ok else "fails: " + why)
+                     for w, (ok, why) in dec[cls]["gates"].items() if w != "all pools") + ")")
+        L += [f"- Class {cls} ({R.LABEL[cls]}): {first}; gate 2 ({many} pools per key) "
               + ("passes" if g2[0] else "fails: " + g2[1]) + f". **{dec[cls]['action']}**"]
     return "\n".join(L) + "\n"
 

@@ -49,15 +49,18 @@ def headline(pools: dict) -> dict:
 
 
 def head_lines(title: str, plan: str, written: str, fresh: str, many: str, classes: tuple,
-               per_pool: dict, head: dict, command: str | None = None) -> list[str]:
+               per_pool: dict, head: dict, command: str | None = None,
+               gate1: tuple[str, ...] = ()) -> list[str]:
     """A fresh-pool table's first part: title, plan and command, D4 per pool, the headline
-    key, and the fresh pool's cells (`many`: "six", "seven")."""
+    key, and the fresh pool's cells (`many`: "six", "seven"; `gate1`: the pools whose key
+    floors are judged each alone, default the fresh one)."""
     names = list(per_pool)
     L = [f"# Real shadows: {title}", "",
          f"Plan: [real_shadows_{plan}_plan.md](real_shadows_{plan}_plan.md) ({written}). "
          f"`{command or f'python bench/real_shadow_{plan}.py --out bench/results/real_shadows_{plan}.md'}`. V_4 in "
          f"split-mean form; band [0.93, 0.97]; key floors {K.FRESH_FLOORS[0]} / {K.FRESH_FLOORS[1]} "
-         f"on pool {fresh} alone, {K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the "
+         + (f"on pool {fresh} alone, " if len(gate1) < 2 else "on pools " + " and ".join(gate1) + ", each alone, ")
+         + f"{K.POOLED_FLOORS[0]} / {K.POOLED_FLOORS[1]} per key over the "
          f"{many} pools (equal weights).",
          "", "## D4 per pool (class coverage)", "",
          "| class | " + " | ".join(f"pool {p}" for p in names) + " |", "|---|" + "---|" * len(names)]

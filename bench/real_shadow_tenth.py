@@ -98,25 +98,12 @@ def auc_part(spec: tuple, loaded: tuple[dict, dict] | None = None) -> tuple[str,
              else "pools A-H, H last: the check made before pool J, deciding nothing")
     command = ("python bench/real_shadow_tenth.py table --out bench/results/real_shadows_tenth.md"
                if fresh == "J" else "python bench/real_shadow_tenth.py table --as-of H")
-    text = V.markdown(per_pool, pooled, dec, S.headline(pools), fresh, many, title, command).rstrip("\n")
     # the seventh's "rules in use" lines name R.CLASSES' rules from before D4; D4 is in use
-    # for all three classes now, so they are left out
-    L = text.split("\n")
-    at = L.index(f"Pool {fresh}, the rules in use (deciding nothing):")
-    L = L[:at - 1] + L[at + 2 + len(DECIDED):]
-    deciding = [p for p in ("I", "J") if p in per_pool] if fresh == "J" else [fresh]
-    if len(deciding) > 1:  # gate 1 on each pool fresh for the AUC classes (amendment 2)
-        L = [ln.replace(f"on pool {fresh} alone,", "on pools " + " and ".join(deciding) + ", each alone,")
-             for ln in L]
-        for cls in DECIDED:
-            i = next(k for k, ln in enumerate(L) if ln.startswith(f"- Class {cls} ("))
-            g = dec[cls]["gates"]
-            L[i] = (f"- Class {cls} ({R.LABEL[cls]}): gate 1 ("
-                    + "; ".join(f"{w} alone " + ("passes" if g[w][0] else "fails: " + g[w][1])
-                                for w in g if w != "all pools")
-                    + f"); gate 2 ({many} pools per key) " + ("passes" if g["all pools"][0] else
-                                                              "fails: " + g["all pools"][1])
-                    + f". **{dec[cls]['action']}**")
+    # for all three classes now, so they are left out; gate 1 on each pool fresh for the AUC
+    # classes (amendment 2)
+    deciding = tuple(p for p in ("I", "J") if p in per_pool) if fresh == "J" else (fresh,)
+    L = V.markdown(per_pool, pooled, dec, S.headline(pools), fresh, many, title, command,
+                   rules_in_use=False, gate1=deciding).rstrip("\n").split("\n")
     if "I" in per_pool and fresh != "I":
         L += ["", "Pool I alone (its AUC stores first read here; fresh for the AUC classes, its gate 1 "
               "decides as pool J's does, amendment 2):", "", *K.HEAD,
