@@ -163,7 +163,7 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_reads_it():
               f"{E11.key_coverage(got['pools']['K'], HEADLINE, 'D4'):.3f} on K)",
               f"| `delete4_halves_s` | {k['coverage']:.3f} on the fresh pool K (lowest key {k['min']:.3f}); "
               f"{pooled['coverage']:.3f} over eleven pools, {lo_hi} per key, at {pooled['width_calibrated']:.2f}× "
-              "a calibrated width |",
+              "a calibrated width",
               f"covered the class {k['coverage']:.3f} on an eleventh, fresh pool (lowest key {k['min']:.3f}, the "
               f"headline key) and {lo_hi} per key over eleven pools, at {pooled['width_calibrated']:.2f} times"):
         assert t in readme, t

@@ -202,10 +202,11 @@ def _quotes(r, m, x):
     assert (f"brings the class to {np.mean(list(jm.values())):.3f} but K2 to {jm[T.K2]:.3f} at the same mean width "
             f"({min(ratios):.2f}–{max(ratios):.2f}× per key)") in readme
     # README's calibration table: the rows the ten pools measure
-    assert f"| `delete4_halves` | {b['coverage']:.3f} over ten pools, lowest key {b['min']:.3f} |" in readme
-    assert f"| `delete4_halves` | {e['coverage']:.3f} over ten pools, lowest key {e['min']:.3f} |" in readme
+    # README's calibration table: the ten pools' figures, then the twelve's (test_twelfth)
+    assert f"| `delete4_halves` | {b['coverage']:.3f} over ten pools, lowest key {b['min']:.3f};" in readme
+    assert f"| `delete4_halves` | {e['coverage']:.3f} over ten pools, lowest key {e['min']:.3f};" in readme
     assert (f"| `jacksum_s` | {md['class']:.3f} over ten pools against the full read, lowest key "
-            f"{md['lowest']:.3f} |") in readme and f"two keys {np.mean(k2):.3f} / {np.mean(k1):.3f} |" in readme
+            f"{md['lowest']:.3f};") in readme and f"two keys {np.mean(k2):.3f} / {np.mean(k1):.3f} |" in readme
 
 
 def test_readmes_calibration_table_quotes_the_tables_it_summarizes():

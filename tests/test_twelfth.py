@@ -59,3 +59,50 @@ def test_the_check_before_pool_l_reproduces_the_earlier_tables():
     for cls in ("B", "E"):
         mine = T12.class_cells(pools, cls)["pooled"]
         assert T12.K._row("x", mine) == T12.K._row("x", tenth[cls])
+
+
+def _outcome():
+    auc, got = T12.auc_part(T12.POOLS)
+    pools, full = T12.mem_load("L")
+    checks = T12.T.check_stores(T12.POOLS, got["pools"], pools, full)
+    mem, m = T12.mem_part(pools, full)
+    return "\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n", got, m
+
+
+@pytest.mark.slow  # twelve pools' AUC and memorization stores (about 20 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
+    """The twelfth table regenerates byte for byte from the committed stores and pool L's
+    full read; each class's rule in `mixed` is the one its decision leaves (its rule in use,
+    or its fallback); README quotes the outcome's figures."""
+    import numpy as np
+
+    from bnmem.attack import intervals as I
+    text, got, m = _outcome()
+    assert text == (ROOT / "bench/results/real_shadows_twelfth.md").read_text()
+    dec = got["decision"]
+    pipeline = {"A": "delete4_halves_s", "B": "delete4_halves", "E": "delete4_halves"}
+    for cls, read in (("A", "common"), ("B", "overlap"), ("E", "equal")):
+        want = pipeline[cls] if dec[cls]["stays"] else T12.OTHERWISE[cls]
+        assert I.MIXED_RULES[("auc", read)] == want, cls
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for cls in T12.RULES:
+        c = got["cells"][cls]
+        lo, pooled = c["per_pool"]["L"], c["pooled"]
+        assert (f"class {cls} {lo['coverage']:.3f} on pool L (lowest key {lo['min']:.3f}), "
+                f"{pooled['coverage']:.3f} over twelve pools (lowest key {pooled['min']:.3f})") in readme, cls
+    head = got["cells"]["A"]["per_key"][T12.S.HEADLINE]
+    assert f"the headline key {head[-1]:.3f} on L, {np.mean(head):.3f} over twelve pools" in readme
+    f = m["figures"]
+    K1, K2 = T12.T.K1, T12.T.K2
+    assert (f"K2 {f[K2]['JSs'][-1]:.3f}, K1 {f[K1]['JSs'][-1]:.3f} on L; over twelve pools K2 "
+            f"{np.mean(f[K2]['JSs']):.3f}, the class {m['decision']['class']:.3f}") in readme
+    # README's calibration table quotes the twelve pools beside the ten
+    table = readme[readme.index("**Where calibration stands**"):readme.index("How well a full-scale interval")]
+    for cls in ("B", "E"):
+        p = got["cells"][cls]["pooled"]
+        assert f"; {p['coverage']:.3f} over twelve, lowest key {p['min']:.3f} |" in table, cls
+    a = got["cells"]["A"]
+    assert (f"pool L, fresh for it: {a['per_pool']['L']['coverage']:.3f} (lowest key {a['per_pool']['L']['min']:.3f}), "
+            f"twelve pools {a['pooled']['coverage']:.3f} |") in table
+    pooled = {k: np.mean(r["JSs"]) for k, r in f.items()}
+    assert f"; {m['decision']['class']:.3f} over twelve, lowest key {min(pooled.values()):.3f} |" in table
