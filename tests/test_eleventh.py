@@ -246,6 +246,15 @@ def test_a_marginal_reads_sd_is_its_rules_and_a_rule_without_variance_falls_back
     (got,) = marginal_reads(mem, ratio=10.0)
     assert got["z"] == pytest.approx(v / np.sqrt(1.2e-4), rel=1e-9)
     assert got["z"] > v / ((hi - lo) / 2 / 1.96) * 1.05  # the old reading understated it
+    nu = 1.2e-4 ** 2 / (1.0e-4 ** 2 / 7)
+    from scipy import stats
+    assert got["quantile"] == pytest.approx(stats.t.ppf(0.975, nu), rel=1e-9)
+    assert "delete-4 with the halves' samples' part" not in got["alternatives"]  # its own variance
+    assert set(got["alternatives"]) == {"the pairs' bootstrap", "pairs and samples drawn together"}
+    old = {k: x for k, x in rec.items() if k != "rule"}  # a record older than the rule's record
+    mem["frontier"]["compare"]["batchnorm_minus_none"]["criteria"]["heldout"]["figures"]["auc_all"]["at_common"] = old
+    (got,) = marginal_reads(mem, ratio=10.0)
+    assert got["rule"] is None and got["z"] == pytest.approx(v / ((hi - lo) / 2 / 1.96))
     flat = {**var, "delete4": 0.0, "halves": -1e-5}
     assert rule_variance("delete4_halves_s", flat) == 0.0
     assert plan.rule_for("auc_all/heldout@common", flat) == "jacksum"

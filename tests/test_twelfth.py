@@ -106,3 +106,12 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
             f"twelve pools {a['pooled']['coverage']:.3f} |") in table
     pooled = {k: np.mean(r["JSs"]) for k, r in f.items()}
     assert f"; {m['decision']['class']:.3f} over twelve, lowest key {min(pooled.values()):.3f} |" in table
+    k1, k2 = f[K1]["JSs"], f[K2]["JSs"]
+    assert f"over ten pools, {np.mean(k2):.3f} / {np.mean(k1):.3f} over twelve |" in table
+    # class E's weak spot: the longest budget's keys
+    e = got["cells"]["E"]["per_key"]
+    last = [v for k, v in e.items() if "/eq3_" in k]
+    assert len(last) == 3
+    assert (f"the longest budget's keys ({min(np.mean(v) for v in last):.3f}–{max(np.mean(v) for v in last):.3f} "
+            f"over twelve pools, one pool's {min(min(v) for v in last):.3f}; pool L passed its 0.91 floor by "
+            f"{got['cells']['E']['per_pool']['L']['min'] - 0.91:.3f})") in table

@@ -246,6 +246,11 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
+RULE_VARIANCES = ("both", "pairs", "samples", "sum", "twoway", "jackknife", "pairs_t", "jackknife_t",
+                  "jacksum", "jacksum_s", *HALVES_PROCEDURES, "delete3", "delete4_halves",
+                  "delete4_halves_s")  # every procedure rule_variance reads (not "mixed")
+
+
 def rule_variance(procedure: str, var: dict) -> float | None:
     """The variance a procedure's interval is point +- quantile x sqrt of, from design
     variances (IntervalPlan.variances, or a record's `sd` read back by variance_from_sd);

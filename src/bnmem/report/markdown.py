@@ -203,7 +203,7 @@ def marginal_reads(membership: dict, ratio: float = 1.25) -> list[dict]:
     common point of matched held-out accuracy) whose interval excludes 0 narrowly: |value|
     under `ratio` half-widths. Per read: the margin, |value| / sd under its own rule, and
     under each other variance recorded beside it (delete-4 + max(halves, 0), pairs, both)."""
-    from bnmem.attack.intervals import rule_variance, variance_from_sd
+    from bnmem.attack.intervals import RULE_VARIANCES, designs, rule_variance, variance_from_sd
     out = []
     for comp, x in membership.get("frontier", {}).get("compare", {}).items():
         figs = x.get("criteria", {}).get("heldout", {}).get("figures", {})
@@ -214,17 +214,21 @@ def marginal_reads(membership: dict, ratio: float = 1.25) -> list[dict]:
             v, half = r["value"], (r["hi"] - r["lo"]) / 2
             if abs(v) >= ratio * half:
                 continue
-            var = {k: variance_from_sd(sd) for k, sd in r["sd"].items()}
-            own = np.sqrt(rule_variance(r["rule"], var))  # the sd its rule's quantile multiplies
+            var = {k: variance_from_sd(sd) for k, sd in (r.get("sd") or {}).items()}
+            rule = r.get("rule")  # absent in a record older than the rule's record: read as 1.96
+            own_var = rule_variance(rule, var) if rule in RULE_VARIANCES else None
+            own = np.sqrt(own_var) if own_var and own_var > 0 else half / 1.96  # the sd its quantile multiplies
             alt = {}
             for name, ds in _ALTERNATIVES:
+                if rule in RULE_VARIANCES and set(designs(rule)) == set(ds):
+                    continue  # the rule's own variance is not another
                 if all(var.get(d) is not None for d in ds):
                     total = sum(max(var[d], 0.0) if d == "halves" else var[d] for d in ds)
                     if total > 0:
                         alt[name] = abs(v) / np.sqrt(total)
             out.append({"comparison": comp, "figure": f, "value": v, "lo": r["lo"], "hi": r["hi"],
                         "margin": min(abs(r["lo"]), abs(r["hi"])), "z": abs(v) / own,
-                        "rule": r["rule"], "alternatives": alt})
+                        "quantile": half / own, "rule": rule, "alternatives": alt})
     return out
 
 
@@ -237,7 +241,8 @@ def _marginal_text(membership: dict) -> list[str]:
         L.append(f"- A narrow matched-utility read: {m['comparison'].replace('_minus_', ' − ')}, "
                  f"{_MARGINAL_FIGURES[m['figure']]}, at matched held-out accuracy, {pts(m['value'])} "
                  f"[{pts(m['lo'])}, {pts(m['hi'])}] excludes 0 by {100 * m['margin']:.2f} points, "
-                 f"|value| / sd {m['z']:.2f} under its rule (`{m['rule']}`)"
+                 f"|value| / sd {m['z']:.2f} under its rule (`{m['rule']}`, its interval ± "
+                 f"{m['quantile']:.2f} sd)"
                  + (f"; the other variances recorded beside it give {alts}" if alts else "")
                  + ": a verdict resting on it alone is fragile.")
     return L
