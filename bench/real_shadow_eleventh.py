@@ -167,12 +167,18 @@ def mem_part(pools: list[dict], full: dict, fresh: str = FRESH[0]) -> tuple[list
     return L, m
 
 
-def write_table(spec: tuple, auc, mem: tuple[list[dict], dict], mem_fn, out: Path | None) -> None:
-    """A plan's table: `auc(spec)`'s lines, the store checks, `mem_fn(*mem)`'s lines."""
+def table_text(spec: tuple, auc, mem: tuple[list[dict], dict], mem_fn) -> tuple[str, dict, dict]:
+    """A plan's table as `table` writes it (`auc(spec)`'s lines, the store checks,
+    `mem_fn(*mem)`'s lines), with the AUC part's and the memorization part's figures."""
     lines, got = auc(spec)
     mem_pools, full = mem
     checks = T.check_stores(spec, got["pools"], mem_pools, full)
-    H.write("\n".join(lines) + "\n\n" + checks + "\n\n" + "\n".join(mem_fn(mem_pools, full)[0]), out)
+    mem_lines, m = mem_fn(mem_pools, full)
+    return "\n".join(lines) + "\n\n" + checks + "\n\n" + "\n".join(mem_lines) + "\n", got, m
+
+
+def write_table(spec: tuple, auc, mem: tuple[list[dict], dict], mem_fn, out: Path | None) -> None:
+    H.write(table_text(spec, auc, mem, mem_fn)[0].rstrip("\n"), out)
 
 
 def table_main(a: argparse.Namespace) -> None:

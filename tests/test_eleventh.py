@@ -124,11 +124,7 @@ def test_the_check_before_pool_k_reproduces_the_tenths_figures():
 
 
 def _outcome():
-    auc, got = E11.auc_part(E11.POOLS)
-    pools, full = E11.mem_load("K")
-    checks = E11.T.check_stores(E11.POOLS, got["pools"], pools, full)
-    mem, m = E11.mem_part(pools, full)
-    return "\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n", got, m
+    return E11.table_text(E11.POOLS, E11.auc_part, E11.mem_load("K"), E11.mem_part)
 
 
 @pytest.mark.slow  # eleven pools' AUC and memorization stores (about 15 s)

@@ -62,11 +62,7 @@ def test_the_check_before_pool_l_reproduces_the_earlier_tables():
 
 
 def _outcome():
-    auc, got = T12.auc_part(T12.POOLS)
-    pools, full = T12.mem_load("L")
-    checks = T12.T.check_stores(T12.POOLS, got["pools"], pools, full)
-    mem, m = T12.mem_part(pools, full)
-    return "\n".join(auc) + "\n\n" + checks + "\n\n" + "\n".join(mem) + "\n", got, m
+    return T12.E11.table_text(T12.POOLS, T12.auc_part, T12.mem_load("L"), T12.mem_part)
 
 
 @pytest.mark.slow  # twelve pools' AUC and memorization stores (about 20 s)
