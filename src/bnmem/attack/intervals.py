@@ -246,9 +246,22 @@ class IntervalPlan:
         return float(point - half), float(point + half)
 
 
-RULE_VARIANCES = ("both", "pairs", "samples", "sum", "twoway", "jackknife", "pairs_t", "jackknife_t",
-                  "jacksum", "jacksum_s", *HALVES_PROCEDURES, "delete3", "delete4_halves",
-                  "delete4_halves_s")  # every procedure rule_variance reads (not "mixed")
+# the variance each procedure's interval is point +- quantile x sqrt of, from design variances
+_RULE_VARIANCE = {
+    "both": lambda var: var["both"], "pairs": lambda var: var["pairs"],
+    "samples": lambda var: var["samples"],
+    "sum": lambda var: var["pairs"] + var["samples"],
+    "twoway": lambda var: max(2 * (var["pairs"] + var["samples"]) - var["both"], var["pairs"]),
+    "jackknife": lambda var: var["jackknife"], "pairs_t": lambda var: var["pairs"],
+    "jackknife_t": lambda var: var["jackknife"],
+    "jacksum": lambda var: var["jackknife"] + var["samples"],
+    "jacksum_s": lambda var: var["jackknife"] + var["samples"],
+    **{h: lambda var: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
+    "delete3": lambda var: var["delete3"],
+    "delete4_halves": lambda var: var["delete4"] + max(var["halves"], 0.0),
+    "delete4_halves_s": lambda var: var["delete4"] + max(var["halves"], 0.0),
+}
+RULE_VARIANCES = tuple(_RULE_VARIANCE)  # every procedure rule_variance reads (not "mixed")
 
 
 def rule_variance(procedure: str, var: dict) -> float | None:
@@ -257,20 +270,7 @@ def rule_variance(procedure: str, var: dict) -> float | None:
     None where a design it reads is undefined."""
     if any(var.get(name) is None for name in designs(procedure)):
         return None
-    return {"both": lambda: var["both"], "pairs": lambda: var["pairs"],
-            "samples": lambda: var["samples"],
-            "sum": lambda: var["pairs"] + var["samples"],
-            "twoway": lambda: max(2 * (var["pairs"] + var["samples"]) - var["both"],
-                                  var["pairs"]),
-            "jackknife": lambda: var["jackknife"], "pairs_t": lambda: var["pairs"],
-            "jackknife_t": lambda: var["jackknife"],
-            "jacksum": lambda: var["jackknife"] + var["samples"],
-            "jacksum_s": lambda: var["jackknife"] + var["samples"],
-            **{h: lambda: var["jackknife"] + max(var["halves"], 0.0) for h in HALVES_PROCEDURES},
-            "delete3": lambda: var["delete3"],
-            "delete4_halves": lambda: var["delete4"] + max(var["halves"], 0.0),
-            "delete4_halves_s": lambda: var["delete4"] + max(var["halves"], 0.0),
-            }[procedure]()
+    return _RULE_VARIANCE[procedure](var)
 
 
 def deleted_variance(rows: np.ndarray, n_pairs: int, d: int) -> float | None:
