@@ -89,6 +89,16 @@ def decide(per_pool: dict, pooled: dict, fresh: str) -> dict:
             + (" (over-covers: " + "; ".join(over) + "; jacksum over-covers more)" if over and not under else "")}
 
 
+def gate_text(lower: tuple, full: tuple) -> str:
+    """One gate's reading: the lower side decides (passes, or fails and why); where the full
+    gate (band [0.93, 0.97]) fails while the lower side passes, it fails above 0.97, and the
+    line says so rather than leave it to a parenthesis."""
+    if not lower[0]:
+        return "fails: " + lower[1] + ("" if full[0] else f" (in full: {full[1]})")
+    return "passes" + ("" if full[0] else " on the lower side, which decides; in full (band "
+                       f"[0.93, 0.97]) it fails above: {full[1]}")
+
+
 def auc_part(spec: tuple) -> tuple[list[str], dict]:
     pools = {name: PO.load_pool(seed, n) for name, seed, n in spec}
     names = list(pools)
@@ -121,11 +131,9 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
           "## Decision (the plan's gates, lower side)", ""]
     g = dec["gates"]
     L += [f"- Gate 1 (pool {fresh} alone; key floors {K.FRESH_FLOORS[0]}, {K.FRESH_FLOORS[1]} at T_s × 1.5): "
-          + ("passes" if dec["lower"][f"pool {fresh}"][0] else "fails: " + dec["lower"][f"pool {fresh}"][1])
-          + ("" if g[f"pool {fresh}"][0] else f" (in full: {g[f'pool {fresh}'][1]})"),
+          + gate_text(dec["lower"][f"pool {fresh}"], g[f"pool {fresh}"]),
           f"- Gate 2 ({many} pools per key; key floors {K.POOLED_FLOORS[0]}, {K.POOLED_FLOORS[1]} at T_s × 1.5): "
-          + ("passes" if dec["lower"]["all pools"][0] else "fails: " + dec["lower"]["all pools"][1])
-          + ("" if g["all pools"][0] else f" (in full: {g['all pools'][1]})"),
+          + gate_text(dec["lower"]["all pools"], g["all pools"]),
           f"- **{dec['action']}**" if deciding else f"- (deciding nothing as of pool {fresh}: {dec['action']})", "",
           f"## Reported, deciding nothing: class A under D4 (1.96), pool {fresh} and {many} pools", "",
           *K.HEAD, K._row(f"pool {fresh}: D4", ctx["fresh"]), K._row(f"{many} pools: D4", ctx["all"]), "",

@@ -126,7 +126,7 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
         for w, floors in ((f"pool {fresh}", K.FRESH_FLOORS), ("all pools", K.POOLED_FLOORS)):
             L.append(f"- Gate {1 if w != 'all pools' else 2} ({w if w != 'all pools' else many + ' pools per key'}; "
                      f"key floors {floors[0]}, {floors[1]} at T_s × 1.5): "
-                     + ("passes" if lo[w][0] else "fails: " + lo[w][1]) + ("" if g[w][0] else f" (in full: {g[w][1]})"))
+                     + E11.gate_text(lo[w], g[w]))
         L.append(f"- **{dec[cls]['action']}**" if deciding else f"- (deciding nothing as of pool {fresh}: "
                  f"{dec[cls]['action']})")
         L += ["- Above 0.97, deciding nothing: " + " — ".join(over_lines(c, fresh, many)), ""]

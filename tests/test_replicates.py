@@ -40,3 +40,20 @@ def test_across_seeds_t_interval():
     assert out["y"]["mean"] is None
     one = across_seeds({0: {"x": 0.2}})
     assert one["x"]["mean"] == 0.2 and one["x"]["lo"] is None and one["x"]["n"] == 1
+
+
+def test_across_seeds_ratio_on_the_log_scale():
+    """A ratio key's interval is a t-interval of the log ratios, exponentiated (symmetric on
+    the scale verdict.p_values(log=True) reads it on); a plain key's stays linear."""
+    vals = [1.2, 1.5, 2.4]
+    out = across_seeds({s: {"g_ratio": v, "d": v} for s, v in enumerate(vals)})
+    lg = np.log(vals)
+    half = stats.t.ppf(0.975, 2) * np.std(lg, ddof=1) / math.sqrt(3)
+    r = out["g_ratio"]
+    assert r["mean"] == pytest.approx(np.exp(lg.mean())) and r["scale"] == "log"
+    assert r["lo"] == pytest.approx(np.exp(lg.mean() - half))
+    assert r["hi"] == pytest.approx(np.exp(lg.mean() + half))
+    assert math.log(r["hi"]) - math.log(r["mean"]) == pytest.approx(math.log(r["mean"]) - math.log(r["lo"]))
+    assert out["d"]["mean"] == pytest.approx(np.mean(vals)) and "scale" not in out["d"]
+    bad = across_seeds({0: {"g_ratio": 1.1}, 1: {"g_ratio": -0.5}})["g_ratio"]
+    assert bad["lo"] is None and bad["hi"] is None

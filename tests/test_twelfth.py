@@ -111,3 +111,14 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     assert (f"the longest budget's keys ({min(np.mean(v) for v in last):.3f}–{max(np.mean(v) for v in last):.3f} "
             f"over twelve pools, one pool's {min(min(v) for v in last):.3f}; pool L passed its 0.91 floor by "
             f"{got['cells']['E']['per_pool']['L']['min'] - 0.91:.3f})") in table
+
+
+def test_a_gate_that_passes_below_but_fails_above_says_so():
+    """The outcome tables' gate line: the lower side decides; a full-band failure with the
+    lower side passing is named as a failure above, not left to a parenthesis."""
+    gate_text = load_script("bench/real_shadow_eleventh.py").gate_text
+    assert gate_text((True, ""), (True, "")) == "passes"
+    above = gate_text((True, ""), (False, "pooled 0.973"))
+    assert above.startswith("passes on the lower side") and "fails above: pooled 0.973" in above
+    below = gate_text((False, "key x 0.905 < 0.91"), (False, "key x 0.905 < 0.91"))
+    assert below.startswith("fails: key x 0.905 < 0.91")

@@ -242,3 +242,25 @@ def test_p_values_read_a_t_interval_with_its_degrees_of_freedom():
     # near the threshold the two readings cross: 2 sd out, t(2) gives the smaller p
     near = Evidence(value=0.02, lo=0.02 - half, hi=0.02 + half, training=True)
     assert p_values(near, 1, 0.0, df=2)[0] < p_values(near, 1, 0.0)[0]
+
+
+def test_a_t_rule_without_df_is_refused_not_read_as_normal():
+    """A record under a Student-t rule from before records carried "df" would read as
+    normal, understating its p; Evidence.of refuses it with one line, reads it with df, and
+    a normal rule's record (or an interval-less one) needs none. T_PROCEDURES is exactly the
+    set whose rule_df is not None."""
+    import numpy as np
+    from bnmem.attack.intervals import RULE_VARIANCES, T_PROCEDURES, IntervalPlan
+    from bnmem.core.io import InputError
+    from bnmem.report.verdict import Evidence
+    rec = {"value": 0.02, "lo": 0.001, "hi": 0.039, "rule": "delete4_halves_s"}
+    with pytest.raises(InputError, match="delete4_halves_s.*'df'.*dvc repro attack"):
+        Evidence.of(rec, training=True)
+    assert Evidence.of({**rec, "df": 9.0}, training=True).df == 9.0
+    assert Evidence.of({**rec, "rule": "jacksum"}, training=True).df is None
+    assert Evidence.of({**rec, "lo": None, "hi": None}, training=True).lo is None
+    var = {k: 1e-4 for k in ("both", "pairs", "samples", "jackknife", "halves", "delete3", "delete4")}
+    plan = IntervalPlan("mixed", 8, {})
+    t_rules = {p for p in RULE_VARIANCES if plan.rule_df(p, var) is not None}
+    assert t_rules == set(T_PROCEDURES)
+    assert all(np.isfinite(plan.rule_df(p, var)) for p in T_PROCEDURES)

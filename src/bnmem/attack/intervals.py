@@ -262,6 +262,10 @@ _RULE_VARIANCE = {
     "delete4_halves_s": lambda var: var["delete4"] + max(var["halves"], 0.0),
 }
 RULE_VARIANCES = tuple(_RULE_VARIANCE)  # every procedure rule_variance reads (not "mixed")
+# the procedures whose quantile is Student's t (IntervalPlan.rule_df not None): a record under
+# one of them carries "df" (summary), and a reader without it would read a normal quantile
+T_PROCEDURES = ("pairs_t", "jackknife_t", "jackhalves_t", "jacksum_s", "jackhalves_s",
+                "delete4_halves_s")
 
 
 def rule_variance(procedure: str, var: dict) -> float | None:

@@ -80,7 +80,11 @@ def _finite(v: float) -> float | None:
 def across_seeds(per_seed: dict[int, dict[str, float | None]]) -> dict[str, dict]:
     """{key: {mean, lo, hi, sd, n, values}}: mean over seeds with a Student-t 95 % CI
     (lo/hi are None with fewer than two seeds, or where a seed lacks the value); values
-    is {"seed_<s>": value} so DVC shows each seed as its own metric."""
+    is {"seed_<s>": value} so DVC shows each seed as its own metric. A ratio (a key ending
+    in "_ratio", e.g. BN's / none's median norm ratio) is averaged on the log scale: its
+    mean is the geometric mean, its interval exp(mean log ± t sd / sqrt(n)) and its sd the
+    log values' ("scale": "log"), so the interval is symmetric on the scale the claims read
+    ratios on (`verdict.p_values(log=True)`); a non-positive ratio has no interval."""
     keys = next(iter(per_seed.values())).keys()
     out = {}
     for key in keys:
@@ -91,13 +95,22 @@ def across_seeds(per_seed: dict[int, dict[str, float | None]]) -> dict[str, dict
                         "values": named}
             continue
         v = np.asarray(vals, dtype=float)
-        mean, n = float(v.mean()), v.size
+        log = key.endswith("_ratio")
+        if log and not (v > 0).all():
+            out[key] = {"mean": float(v.mean()), "lo": None, "hi": None, "sd": None,
+                        "n": v.size, "values": named, "scale": "log"}
+            continue
+        u = np.log(v) if log else v
+        mean, n = float(u.mean()), v.size
         if n > 1:
-            sd = float(v.std(ddof=1))
+            sd = float(u.std(ddof=1))
             from scipy import stats  # here: scipy.stats is ~0.4 s of the report's start
             half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
             lo, hi = mean - half, mean + half
         else:
             sd = lo = hi = None
-        out[key] = {"mean": mean, "lo": lo, "hi": hi, "sd": sd, "n": n, "values": named}
+        if log:
+            mean, lo, hi = math.exp(mean), *(None if x is None else math.exp(x) for x in (lo, hi))
+        out[key] = {"mean": mean, "lo": lo, "hi": hi, "sd": sd, "n": n, "values": named,
+                    **({"scale": "log"} if log else {})}
     return out

@@ -198,7 +198,8 @@ def _seeds_section(seeds: dict) -> list[str]:
          f"Seeds {', '.join(str(s) for s in seeds['seeds'])} (the pool is fixed by `seed`; "
          "each seed retrains every target and shadow model). Mean over seeds with a "
          "Student-t 95 % interval" + (" (needs two or more seeds)" if n < 2 else "") +
-         "; differences in points except the gradient ratio.", ""]
+         "; differences in points except the gradient ratio, whose mean is geometric and "
+         "interval t on the log scale.", ""]
     pairs = [k for k in seeds if k.startswith("delta_")]
     L += ["| figure | " + " | ".join(k[len("delta_"):].replace("_minus_", " - ") for k in pairs) + " |",
           "|---|" + "---|" * len(pairs)]

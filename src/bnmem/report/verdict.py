@@ -36,6 +36,9 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr  # the normal cdf scipy.stats.norm computes, without its import
 
+from bnmem.attack.intervals import T_PROCEDURES
+from bnmem.core.io import InputError
+
 REPRODUCED = "reproduced"
 EQUAL_ONLY = "at equal epochs only (not at matched utility)"
 EQUAL_UNMATCHED = "at equal epochs (no matched-fit interval with training randomness)"
@@ -61,9 +64,15 @@ class Evidence:
     @classmethod
     def of(cls, d: dict | None, training: bool) -> "Evidence | None":
         """From {"value", "lo", "hi", "df" (absent: normal)}; None when absent or without a
-        value."""
+        value. A record whose `rule` reads Student's t but has no "df" (written before
+        records carried it) is refused rather than read as normal, which would understate
+        its p-values."""
         if not d or d.get("value") is None:
             return None
+        if "df" not in d and d.get("rule") in T_PROCEDURES and d.get("lo") is not None:
+            raise InputError(f"an interval under rule {d['rule']!r} has no 'df' (its t "
+                             "quantile's degrees of freedom): the result predates it; re-run "
+                             "the attack stage (dvc repro attack) to record it")
         return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"))
 
     @property
