@@ -50,7 +50,7 @@ POOLS = E.POOLS + (POOL_I, FRESH)  # A, C, B, D, E, F, G, H, I, J
 OUT = ROOT / "results" / "real_shadows_tenth.json"
 DECIDED = V.DECIDED  # A, B, E
 OTHERWISE = {"A": "jacksum", "B": "both", "E": "jacksum"}  # the eighth plan's fallbacks
-MANY = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
+MANY = {8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
 K1, K2 = F.KEYS
 JH_DF = 5  # the reported memorization candidate's t df (V_j's effective df on K2, rounded down)
 

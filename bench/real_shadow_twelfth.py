@@ -52,7 +52,7 @@ OTHERWISE = {"A": "jacksum", "B": "both", "E": "jacksum"}  # their fallbacks (HA
 LOW_BAND = E11.LOW_BAND
 TOP = K.BAND[1]  # 0.97
 MANY = T.MANY
-OUT_OF_SAMPLE = ("I", "J", "K", "L")  # pools whose class A stores were read after the D4s formula was written
+OUT_OF_SAMPLE = ("I", "J", "K", "L", "M")  # pools whose class A stores were read after the D4s formula was written
 
 
 def spec_of(as_of: str) -> tuple:
@@ -97,19 +97,29 @@ def over_lines(c: dict, fresh: str, many: str) -> list[str]:
     return out
 
 
-def auc_part(spec: tuple) -> tuple[list[str], dict]:
+# a plan that re-checks every rule in use on a fresh pool: its ordinal, its fresh pool, the pool
+# read last before it (the `--as-of` check) and, for the table, the pools out of sample for D4s
+STUDY = {"ordinal": "twelfth", "fresh": "L", "before": "K"}
+
+
+def auc_part(spec: tuple, study: dict = STUDY, extra=None) -> tuple[list[str], dict]:
+    """The AUC classes' tables, gates and decisions over the pools in `spec`, the last one
+    fresh; deciding where it is `study`'s fresh pool; `extra(got, names)` adds reported
+    lines (a later plan's)."""
     pools = {name: PO.load_pool(seed, n) for name, seed, n in spec}
     names = list(pools)
     fresh, many = names[-1], MANY[len(names)]
-    deciding = fresh == "L"
+    word, before = study["ordinal"], study["before"]
+    deciding = fresh == study["fresh"]
     got = {cls: class_cells(pools, cls) for cls in RULES}
     dec = {cls: decide(got[cls], fresh, cls) for cls in RULES}
     head = S.HEADLINE
-    L = [f"# Real shadows: a twelfth pool re-checks every real-shadow rule in use, pool {fresh} "
-         + ("fresh" if deciding else "last (pools A-K: the check made before pool L, deciding nothing)"), "",
-         ("`python bench/real_shadow_twelfth.py table --out bench/results/real_shadows_twelfth.md`" if deciding
-          else "`python bench/real_shadow_twelfth.py table --as-of K`")
-         + f" (plan: real_shadows_twelfth_plan.md). {many.capitalize()} pools: " + ", ".join(names)
+    L = [f"# Real shadows: a {word} pool re-checks every real-shadow rule in use, pool {fresh} "
+         + ("fresh" if deciding else f"last (pools A-{before}: the check made before pool {study['fresh']}, "
+            "deciding nothing)"), "",
+         (f"`python bench/real_shadow_{word}.py table --out bench/results/real_shadows_{word}.md`" if deciding
+          else f"`python bench/real_shadow_{word}.py table --as-of {before}`")
+         + f" (plan: real_shadows_{word}_plan.md). {many.capitalize()} pools: " + ", ".join(names)
          + "; 200 coverage subsets of 8 pairs each (pool B 100), each pool scored against its own truth. "
          "Class A under D4s (V_4 + max(V_h, 0), ± t_nu sd, nu = (V_4 + V_h+)² / (V_4² / 7)); classes B and E "
          "under D4 (the same variance, ± 1.96 sd).", ""]
@@ -143,6 +153,8 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
           "and J's AUC stores were read): " + "; ".join(
               f"pool {p} {got['A']['per_pool'][p]['coverage']:.3f} (headline key "
               f"{got['A']['per_key'][head][names.index(p)]:.3f})" for p in oos) + "."]
+    if extra is not None:
+        L += extra(got, names)
     return L, {"decision": dec, "cells": got, "pools": pools}
 
 

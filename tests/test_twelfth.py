@@ -92,6 +92,15 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     K1, K2 = T12.T.K1, T12.T.K2
     assert (f"K2 {f[K2]['JSs'][-1]:.3f}, K1 {f[K1]['JSs'][-1]:.3f} on L; over twelve pools K2 "
             f"{np.mean(f[K2]['JSs']):.3f}, the class {m['decision']['class']:.3f}") in readme
+    # the report's rule text quotes the twelfth outcome for class A
+    from bnmem.report.markdown import _procedure_text
+    report = " ".join(_procedure_text("mixed", 100, 8).split())
+    a = got["cells"]["A"]
+    ka = f"{min(a['pooled']['per_key']):.3f}-{max(a['pooled']['per_key']):.3f}"
+    assert (f"{a['per_pool']['L']['coverage']:.3f} on L (lowest key {a['per_pool']['L']['min']:.3f}), "
+            f"{a['pooled']['coverage']:.3f} over twelve pools, {ka} per key (the headline key "
+            f"{np.mean(head):.3f}, lowest pool {min(head):.3f}") in report
+    assert f"{ka} per key over twelve pools" in " ".join((ROOT / "report.md").read_text().split())
     # README's calibration table quotes the twelve pools beside the ten
     table = readme[readme.index("**Where calibration stands**"):readme.index("How well a full-scale interval")]
     for cls in ("B", "E"):

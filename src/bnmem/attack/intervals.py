@@ -110,7 +110,8 @@ class IntervalPlan:
       seventh plan to the tenth, which reverted it to jacksum); the all-sample AUC
       difference at the common point of matched held-out accuracy and of matched fit takes
       delete4_halves_s (real_shadows_eleventh_plan.md; its outcome real_shadows_eleventh.md:
-      0.973 on an eleventh, fresh pool, 0.962-0.983 per key over eleven, above the target),
+      0.973 on an eleventh, fresh pool, 0.962-0.983 per key over eleven, above the target;
+      kept by real_shadows_twelfth.md: 0.973 on a twelfth, 0.962-0.984 per key over twelve),
       and memorization at the common point (Feldman-Zhang at matched held-out accuracy and
       fit) takes jacksum_s (real_shadows_ninth_plan.md). `mixed`
       draws the jackknife, samples-only, pairs-only, joint, halves and delete-4 rows, so
@@ -420,7 +421,10 @@ MIXED_RULES: dict[tuple[str, str], str] = {
 # pools A and B). So it over-covers the class, above the 0.93-0.97 target (about a 97 %
 # interval), less than jacksum: it is conservative by construction, its nu (median 7.4-8.8
 # per key, 7 wherever V_h < 0) below the about 12 effective df its variance has on the
-# headline key, and it is within 4 % of the width of a fixed t(7) (D4t).
+# headline key, and it is within 4 % of the width of a fixed t(7) (D4t). The twelfth plan
+# (real_shadows_twelfth_plan.md, fixed before pool L was read) kept it under a stopping rule
+# (no further search at the common point on pools A-L): 0.973 on L (lowest key 0.951), over
+# twelve pools 0.973, 0.962-0.984 per key (real_shadows_twelfth.md).
 READS = ("one", "equal", "common", "overlap")
 # TPR at low FPR with more pairs than its rule was simulated at (8): pairs_t under-covers at
 # 32 pairs (seed 27: 0.892-0.928, bench/results/coverage_vlow_pairs_t_seed27_plan.md); the
