@@ -42,7 +42,7 @@ from bnmem.core.kinds import KINDS  # noqa: E402
 POOLS = (("A", 0, 200), ("C", 2, 200), ("B", 1, 100), ("D", 3, 200), ("E", 4, 200))
 FRESH = ("F", 6, 200)
 # pools whose V_j the studies read from a jackknife store (written for them), not the halves store
-JACKKNIFE_STORES = ("F", "G", "H", "I", "J", "K", "L", "M")
+JACKKNIFE_STORES = ("F", "G", "H", "I", "J", "K", "L", "N")
 K_END = len(C.BUDGETS) + 1
 # read: (criterion | equal-budget index, figure, draw_compare's key)
 READS = {"fz_flipped_matched": ("heldout", "fz_flipped", "fz_flipped"),

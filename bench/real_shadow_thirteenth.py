@@ -1,18 +1,21 @@
 """The analysis of bench/results/real_shadows_thirteenth_plan.md (committed before any of pool
-M's stores existed; this script was committed before they were read): a thirteenth, fresh
-pool (M, data seed 13) re-checks every real-shadow rule in use, no rule proposed, the twelfth
-plan's stopping rule at the common point standing.
+N's stores existed; this script was committed before they were read): a thirteenth, fresh
+pool (N, data seed 13; the plan first called it M, the letter README gives the MNIST pool)
+re-checks every real-shadow rule in use, no rule proposed, the twelfth plan's stopping rule
+at the common point standing.
 
 The twelfth plan's analysis (bench/real_shadow_twelfth.py: its gates, floors, fallbacks and
-memorization check) with pool M fresh and the thirteen pools A-M, plus two reported
-figures, deciding nothing: whether each class's coverage is beyond 0.97 (or short of 0.93) by
-more than the pools' spread (the mean of the per-pool class coverage, its standard error
-between pools, z), and class E's longest-budget keys.
+memorization check) with pool N fresh and the thirteen pools A-N, plus reported figures,
+deciding nothing: whether each class's mean coverage over pools is beyond 0.97 (or short of
+0.93) by more than the pools' spread (one-sided t on n - 1 df; for class A the reading
+that answers is over the pools read after D4s's formula was written, I-N), pool N's class
+coverage against the 95 % prediction interval from pools A-L, and class E's longest-budget
+keys.
 
-    # needs pool M's logits (/work/realpool13): its full read and V_j check
+    # needs pool N's logits (/work/realpool13): its full read and V_j check
     python bench/real_shadow_thirteenth.py compute
     python bench/real_shadow_thirteenth.py table --out bench/results/real_shadows_thirteenth.md
-    # pools A-L (M not read): the twelfth table's cells, the check made before pool M
+    # pools A-L (N not read): the twelfth table's cells, the check made before pool N
     python bench/real_shadow_thirteenth.py table --as-of L
 """
 from __future__ import annotations
@@ -32,35 +35,64 @@ import real_shadow_keypooled as K  # noqa: E402
 import real_shadow_ninth as N  # noqa: E402
 import real_shadow_twelfth as T12  # noqa: E402
 
-FRESH = ("M", 13, 200)
-POOLS = T12.POOLS + (FRESH,)  # A, C, B, D, E, F, G, H, I, J, K, L, M
+FRESH = ("N", 13, 200)  # "M" is the MNIST pool's letter (real_shadows_mnist_plan.md)
+POOLS = T12.POOLS + (FRESH,)  # A, C, B, D, E, F, G, H, I, J, K, L, N
 OUT = ROOT / "results" / "real_shadows_thirteenth.json"
-STUDY = {"ordinal": "thirteenth", "fresh": "M", "before": "L"}
+STUDY = {"ordinal": "thirteenth", "fresh": "N", "before": "L"}
+OUT_OF_SAMPLE = ("I", "J", "K", "L", "N")  # class A's pools read after D4s's formula was written
 LONGEST = "/eq3_"  # class E's longest-budget keys
 
 
 def spread(per_pool: dict) -> dict:
-    """The pools' class coverage: mean, between-pool SD and standard error, and z against the
-    band's ends (0.97 above, 0.93 below)."""
+    """The pools' class coverage: mean, between-pool SD (each pool's Monte Carlo noise from its
+    subsets included) and standard error, the one-sided t against the band's ends (0.97
+    above, 0.93 below) and its critical value t_0.95 on n - 1 df."""
+    from scipy.stats import t as student
     c = np.array([x["coverage"] for x in per_pool.values()])
     sd = float(np.std(c, ddof=1))
     se = sd / math.sqrt(c.size)
     return {"mean": float(c.mean()), "sd": sd, "se": se, "n": int(c.size),
-            "z_top": (float(c.mean()) - K.BAND[1]) / se, "z_low": (float(c.mean()) - K.BAND[0]) / se}
+            "t_top": (float(c.mean()) - K.BAND[1]) / se, "t_low": (float(c.mean()) - K.BAND[0]) / se,
+            "crit": float(student.ppf(0.95, c.size - 1))}
+
+
+def predicted(per_pool: dict, fresh: str) -> dict:
+    """The 95 % prediction interval for the fresh pool's class coverage from the other pools
+    (mean ± t_0.975(n - 1) SD sqrt(1 + 1 / n)) and whether the fresh pool lies in it."""
+    from scipy.stats import t as student
+    c = np.array([x["coverage"] for p, x in per_pool.items() if p != fresh])
+    h = float(student.ppf(0.975, c.size - 1)) * float(np.std(c, ddof=1)) * math.sqrt(1 + 1 / c.size)
+    got = per_pool[fresh]["coverage"]
+    return {"lo": float(c.mean()) - h, "hi": float(c.mean()) + h, "fresh": got,
+            "inside": bool(float(c.mean()) - h <= got <= float(c.mean()) + h), "n": int(c.size)}
+
+
+def _reading(s: dict) -> str:
+    return ("above 0.97 beyond the spread" if s["t_top"] > s["crit"] else
+            "below 0.93 beyond the spread" if s["t_low"] < -s["crit"] else "within the spread of [0.93, 0.97]")
 
 
 def reported(got: dict, names: list[str]) -> list[str]:
-    """The plan's two reported figures (deciding nothing)."""
+    """The plan's reported figures (deciding nothing)."""
     fresh, many = names[-1], T12.MANY[len(names)]
-    L = ["", "## Reported, deciding nothing: over-coverage against the pools' spread", "",
-         f"Over the {many} pools, the mean of each pool's class coverage, its standard error (between-pool SD / "
-         f"√{len(names)}) and z against the band's ends; z above 1.64 against 0.97 reads as coverage above 0.97 "
-         "beyond the pools' spread, z below −1.64 against 0.93 as coverage below 0.93.", "",
-         "| class (rule) | mean | SD | SE | z against 0.97 | z against 0.93 |", "|---|---|---|---|---|---|"]
-    for cls, rule in T12.RULES.items():
-        s = spread(got[cls]["per_pool"])
-        L.append(f"| {cls} ({rule}) | {s['mean']:.4f} | {s['sd']:.4f} | {s['se']:.4f} | {s['z_top']:+.2f} | "
-                 f"{s['z_low']:+.2f} |")
+    L = ["", "## Reported, deciding nothing: coverage against the pools' spread", "",
+         f"Over the pools, the mean of each pool's class coverage, its standard error (between-pool SD / √n; "
+         "the SD includes each pool's Monte Carlo noise from its subsets) and the one-sided t against the "
+         "band's ends, read against t_0.95 on n − 1 df. For class A the reading that answers whether D4s "
+         "over-covers is over the pools read after its formula was written ("
+         + ", ".join(p for p in OUT_OF_SAMPLE if p in names) + "); the pools before were in sample.", "",
+         "| class (rule), pools | n | mean | SD | SE | t against 0.97 | t against 0.93 | t_0.95(n − 1) | reading |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    rows = [(cls, f"all {many}", got[cls]["per_pool"]) for cls in T12.RULES]
+    oos = {p: got["A"]["per_pool"][p] for p in OUT_OF_SAMPLE if p in names}
+    rows.insert(1, ("A", "out of sample", oos))
+    for cls, label, pp in rows:
+        s = spread(pp)
+        L.append(f"| {cls} ({T12.RULES[cls]}), {label} | {s['n']} | {s['mean']:.4f} | {s['sd']:.4f} | {s['se']:.4f} | "
+                 f"{s['t_top']:+.2f} | {s['t_low']:+.2f} | {s['crit']:.3f} | {_reading(s)} |")
+    L += ["", f"Pool {fresh}'s class coverage against the 95 % prediction interval from the other pools: " + "; ".join(
+        f"{cls} {pr['fresh']:.3f} in [{pr['lo']:.3f}, {pr['hi']:.3f}]" + ("" if pr["inside"] else " (outside)")
+        for cls in T12.RULES for pr in [predicted(got[cls]["per_pool"], fresh)]) + "."]
     e = got["E"]["per_key"]
     last = {k: v for k, v in e.items() if LONGEST in k}
     L += ["", f"Class E's longest-budget keys (`{LONGEST}`): " + "; ".join(
@@ -74,11 +106,11 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
 
 
 def spec_of(as_of: str) -> tuple:
-    return POOLS if as_of == "M" else T12.POOLS
+    return POOLS if as_of == "N" else T12.POOLS
 
 
 def mem_load(as_of: str) -> tuple[list[dict], dict]:
-    """Pools A-L (as_of "L") or A-M with their full reads."""
+    """Pools A-L (as_of "L") or A-N with their full reads."""
     pools, full = T12.mem_load("L")
     return (pools, full) if as_of == "L" else E11.with_fresh(pools, full, FRESH, OUT)
 

@@ -52,7 +52,7 @@ OTHERWISE = {"A": "jacksum", "B": "both", "E": "jacksum"}  # their fallbacks (HA
 LOW_BAND = E11.LOW_BAND
 TOP = K.BAND[1]  # 0.97
 MANY = T.MANY
-OUT_OF_SAMPLE = ("I", "J", "K", "L", "M")  # pools whose class A stores were read after the D4s formula was written
+OUT_OF_SAMPLE = ("I", "J", "K", "L", "N")  # pools whose class A stores were read after the D4s formula was written
 
 
 def spec_of(as_of: str) -> tuple:

@@ -84,3 +84,9 @@ def test_geometric_interval_uses_students_t_bit_for_bit():
     out = _geo(logs)
     assert out["lo"] == float(np.exp(m - t.ppf(0.975, 3) * se))
     assert out["hi"] == float(np.exp(m + t.ppf(0.975, 3) * se))
+    # its df reaches the claim's p-value: read on the log scale with t(3), not as normal
+    from bnmem.report.verdict import Evidence, p_values
+    e = Evidence.of(out, training=True)
+    assert e.df == 3
+    z = (m - 0.0) / se  # log(1) = 0
+    assert p_values(e, 1, 1.0, log=True)[0] == pytest.approx(t.sf(z, 3), rel=1e-9)

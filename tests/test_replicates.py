@@ -56,4 +56,4 @@ def test_across_seeds_ratio_on_the_log_scale():
     assert math.log(r["hi"]) - math.log(r["mean"]) == pytest.approx(math.log(r["mean"]) - math.log(r["lo"]))
     assert out["d"]["mean"] == pytest.approx(np.mean(vals)) and "scale" not in out["d"]
     bad = across_seeds({0: {"g_ratio": 1.1}, 1: {"g_ratio": -0.5}})["g_ratio"]
-    assert bad["lo"] is None and bad["hi"] is None
+    assert bad["mean"] is None and bad["lo"] is None and bad["hi"] is None

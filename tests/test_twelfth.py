@@ -101,6 +101,9 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
             f"{a['pooled']['coverage']:.3f} over twelve pools, {ka} per key (the headline key "
             f"{np.mean(head):.3f}, lowest pool {min(head):.3f}") in report
     assert f"{ka} per key over twelve pools" in " ".join((ROOT / "report.md").read_text().split())
+    b, e = got["cells"]["B"]["pooled"], got["cells"]["E"]["pooled"]
+    assert (f"{b['coverage']:.3f} / {e['coverage']:.3f} over twelve, lowest key {b['min']:.3f} / "
+            f"{e['min']:.3f} (`real_shadows_twelfth.md`)") in report
     # README's calibration table quotes the twelve pools beside the ten
     table = readme[readme.index("**Where calibration stands**"):readme.index("How well a full-scale interval")]
     for cls in ("B", "E"):

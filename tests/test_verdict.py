@@ -257,6 +257,7 @@ def test_a_t_rule_without_df_is_refused_not_read_as_normal():
     with pytest.raises(InputError, match="delete4_halves_s.*'df'.*dvc repro attack"):
         Evidence.of(rec, training=True)
     assert Evidence.of({**rec, "df": 9.0}, training=True).df == 9.0
+    assert Evidence.of({**rec, "df": None}, training=True).df is None  # Satterthwaite's infinite df: normal
     assert Evidence.of({**rec, "rule": "jacksum"}, training=True).df is None
     assert Evidence.of({**rec, "lo": None, "hi": None}, training=True).lo is None
     var = {k: 1e-4 for k in ("both", "pairs", "samples", "jackknife", "halves", "delete3", "delete4")}
@@ -264,3 +265,22 @@ def test_a_t_rule_without_df_is_refused_not_read_as_normal():
     t_rules = {p for p in RULE_VARIANCES if plan.rule_df(p, var) is not None}
     assert t_rules == set(T_PROCEDURES)
     assert all(np.isfinite(plan.rule_df(p, var)) for p in T_PROCEDURES)
+
+
+def test_the_headline_metrics_carry_the_df_their_interval_was_built_with():
+    """metrics/deltas.json (what dvc metrics diff and tools/grid.py read) carries the df of a
+    t-based interval: the headline, BN - none at matched held-out accuracy under
+    delete4_halves_s, reads the same df as results/membership.json's record, and
+    headline_deltas leaves df out where the rule is normal."""
+    import json
+    from pathlib import Path
+    from bnmem.attack.stage import headline_deltas
+    root = Path(__file__).resolve().parents[1]
+    mem = json.loads((root / "results/membership.json").read_text())
+    deltas = json.loads((root / "metrics/deltas.json").read_text())
+    rec = mem["frontier"]["compare"]["batchnorm_minus_none"]["criteria"]["heldout"]["figures"]["auc_all"]["at_common"]
+    assert rec["rule"] == "delete4_halves_s" and rec["df"] > 1
+    assert deltas["batchnorm_minus_none"]["auc_all_matched_heldout"]["df"] == rec["df"]
+    assert headline_deltas(mem) == deltas
+    eq = deltas["batchnorm_minus_none"]["auc_identity_equal_epochs"]
+    assert "df" not in eq and set(eq) == {"value", "lo", "hi"}

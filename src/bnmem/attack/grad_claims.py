@@ -60,7 +60,9 @@ def heldout(correct: list[np.ndarray], keep: np.ndarray, kind: np.ndarray) -> np
 
 
 def _geo(logs: np.ndarray) -> dict:
-    """Geometric mean and t-interval (95 %, log scale) over models; None values if any is nan."""
+    """Geometric mean and t-interval (95 %, log scale) over models, with its df (models - 1,
+    so that a claim's p-value reads the t it was built with: verdict.Evidence); None values
+    if any is nan."""
     logs = np.asarray(logs, float)
     if logs.size < 2 or not np.isfinite(logs).all():
         return {"value": None, "lo": None, "hi": None, "interval": "models", "models": int(logs.size)}
@@ -69,7 +71,7 @@ def _geo(logs: np.ndarray) -> dict:
     from scipy.special import stdtrit
     h = stdtrit(logs.size - 1, 0.975) * se
     return {"value": float(np.exp(m)), "lo": float(np.exp(m - h)), "hi": float(np.exp(m + h)),
-            "interval": "models", "models": int(logs.size)}
+            "df": int(logs.size - 1), "interval": "models", "models": int(logs.size)}
 
 
 def _position(u: np.ndarray, level: float) -> float:

@@ -71,7 +71,9 @@ def headline_deltas(membership: dict) -> dict:
     query (the one recorded during training, so both points measure the same
     attack) at equal epochs and at matched fit (the regularized arm's against none stays in
     results/), and the regularizer's memorization and accuracy against plain BN; value
-    and 95 % interval over shadow models and samples."""
+    and 95 % interval over shadow models and samples, with the df of the interval's t
+    quantile where its rule reads Student's t (finite df only; absent: 1.96), so a reader of
+    metrics/deltas.json (tools/grid.py) takes the p-value the interval was built with."""
     out = {}
     for pair, row in membership["compare"].items():
         if pair == "batchnorm_reg_minus_none":
@@ -83,12 +85,16 @@ def headline_deltas(membership: dict) -> dict:
             if fr and point == "matched_fit":  # the primary criterion replaces the within-run one
                 f = fr["criteria"][frontier.PRIMARY]["figures"][
                     "auc_all" if fig == "auc_identity" else fig]["at_common"]
-                out[pair][f"{'auc_all' if fig == 'auc_identity' else fig}_matched_heldout"] = {
-                    k: f.get(k) for k in ("value", "lo", "hi")}
+                out[pair][f"{'auc_all' if fig == 'auc_identity' else fig}_matched_heldout"] = _with_df(f)
                 continue
-            out[pair][f"{fig}_{point}"] = {k: (row.get(point) or {}).get(fig, {}).get(k)
-                                           for k in ("value", "lo", "hi")}
+            out[pair][f"{fig}_{point}"] = _with_df((row.get(point) or {}).get(fig, {}))
     return out
+
+
+def _with_df(rec: dict) -> dict:
+    """value, lo, hi of an interval record, and its df where it has one."""
+    return {**{k: rec.get(k) for k in ("value", "lo", "hi")},
+            **({"df": rec["df"]} if rec.get("df") is not None else {})}
 
 
 def real_null(sig: Signals, cfg: Config, masks: int) -> dict[str, dict]:

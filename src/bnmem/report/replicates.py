@@ -84,7 +84,7 @@ def across_seeds(per_seed: dict[int, dict[str, float | None]]) -> dict[str, dict
     in "_ratio", e.g. BN's / none's median norm ratio) is averaged on the log scale: its
     mean is the geometric mean, its interval exp(mean log ± t sd / sqrt(n)) and its sd the
     log values' ("scale": "log"), so the interval is symmetric on the scale the claims read
-    ratios on (`verdict.p_values(log=True)`); a non-positive ratio has no interval."""
+    ratios on (`verdict.p_values(log=True)`); a non-positive ratio has no mean or interval."""
     keys = next(iter(per_seed.values())).keys()
     out = {}
     for key in keys:
@@ -97,8 +97,8 @@ def across_seeds(per_seed: dict[int, dict[str, float | None]]) -> dict[str, dict
         v = np.asarray(vals, dtype=float)
         log = key.endswith("_ratio")
         if log and not (v > 0).all():
-            out[key] = {"mean": float(v.mean()), "lo": None, "hi": None, "sd": None,
-                        "n": v.size, "values": named, "scale": "log"}
+            out[key] = {"mean": None, "lo": None, "hi": None, "sd": None, "n": v.size,
+                        "values": named}  # a ratio that is not positive: no mean on its scale
             continue
         u = np.log(v) if log else v
         mean, n = float(u.mean()), v.size
