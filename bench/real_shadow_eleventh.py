@@ -197,6 +197,26 @@ def compute_main(a: argparse.Namespace) -> None:
     N.write_full_read(FRESH, OUT)
 
 
+def plan_commands(fresh: tuple, before: str, spec: tuple, spec_before: tuple, mem_before, auc, out: Path):
+    """A re-check plan's commands over the pools in `spec`, the last, `fresh`, read after the
+    check as of `before` (over `spec_before`; `mem_before()` its memorization pools and full
+    reads): (mem_load, mem_part, table_main, compute_main)."""
+    def mem_load(as_of: str) -> tuple[list[dict], dict]:
+        pools, full = mem_before()
+        return (pools, full) if as_of == before else with_fresh(pools, full, fresh, out)
+
+    def mem_fn(pools: list[dict], full: dict) -> tuple[list[str], dict]:
+        return mem_part(pools, full, fresh[0])
+
+    def table_main(a: argparse.Namespace) -> None:
+        write_table(spec if a.as_of == fresh[0] else spec_before, auc, mem_load(a.as_of), mem_fn, a.out)
+
+    def compute_main(a: argparse.Namespace) -> None:
+        N.write_full_read(fresh, out)
+
+    return mem_load, mem_fn, table_main, compute_main
+
+
 def cli(doc: str, fresh: tuple, before: str, compute, table) -> None:
     """The plans' command line: `compute` (the fresh pool's full read) and `table` (with
     --as-of `before`, the check made before the fresh pool was read)."""

@@ -20,7 +20,6 @@ keys.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -32,7 +31,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import real_shadow_eleventh as E11  # noqa: E402
 import real_shadow_keypooled as K  # noqa: E402
-import real_shadow_ninth as N  # noqa: E402
 import real_shadow_twelfth as T12  # noqa: E402
 
 FRESH = ("N", 13, 200)  # "M" is the MNIST pool's letter (real_shadows_mnist_plan.md)
@@ -105,26 +103,8 @@ def auc_part(spec: tuple) -> tuple[list[str], dict]:
     return T12.auc_part(spec, STUDY, reported)
 
 
-def spec_of(as_of: str) -> tuple:
-    return POOLS if as_of == "N" else T12.POOLS
-
-
-def mem_load(as_of: str) -> tuple[list[dict], dict]:
-    """Pools A-L (as_of "L") or A-N with their full reads."""
-    pools, full = T12.mem_load("L")
-    return (pools, full) if as_of == "L" else E11.with_fresh(pools, full, FRESH, OUT)
-
-
-def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
-    return E11.mem_part(pools, full, FRESH[0])
-
-
-def table_main(a: argparse.Namespace) -> None:
-    E11.write_table(spec_of(a.as_of), auc_part, mem_load(a.as_of), mem_part, a.out)
-
-
-def compute_main(a: argparse.Namespace) -> None:
-    N.write_full_read(FRESH, OUT)
+mem_load, mem_part, table_main, compute_main = E11.plan_commands(
+    FRESH, "L", POOLS, T12.POOLS, lambda: T12.mem_load("L"), auc_part, OUT)
 
 
 def main() -> None:

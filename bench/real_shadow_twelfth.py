@@ -25,7 +25,6 @@ stores was read; this script was committed before they were read too): a twelfth
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -38,7 +37,6 @@ import real_shadow_deleted as D  # noqa: E402
 import real_shadow_eleventh as E11  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
 import real_shadow_keypooled as K  # noqa: E402
-import real_shadow_ninth as N  # noqa: E402
 import real_shadow_pooled as PO  # noqa: E402
 import real_shadow_rules as R  # noqa: E402
 import real_shadow_sixth as S  # noqa: E402
@@ -53,10 +51,6 @@ LOW_BAND = E11.LOW_BAND
 TOP = K.BAND[1]  # 0.97
 MANY = T.MANY
 OUT_OF_SAMPLE = ("I", "J", "K", "L", "N")  # pools whose class A stores were read after the D4s formula was written
-
-
-def spec_of(as_of: str) -> tuple:
-    return POOLS if as_of == "L" else E11.POOLS
 
 
 def class_cells(pools: dict, cls: str) -> dict:
@@ -158,22 +152,8 @@ def auc_part(spec: tuple, study: dict = STUDY, extra=None) -> tuple[list[str], d
     return L, {"decision": dec, "cells": got, "pools": pools}
 
 
-def mem_load(as_of: str) -> tuple[list[dict], dict]:
-    """Pools A-K (as_of "K") or A-L with their full reads."""
-    pools, full = E11.mem_load("K")
-    return (pools, full) if as_of == "K" else E11.with_fresh(pools, full, FRESH, OUT)
-
-
-def mem_part(pools: list[dict], full: dict) -> tuple[list[str], dict]:
-    return E11.mem_part(pools, full, FRESH[0])
-
-
-def table_main(a: argparse.Namespace) -> None:
-    E11.write_table(spec_of(a.as_of), auc_part, mem_load(a.as_of), mem_part, a.out)
-
-
-def compute_main(a: argparse.Namespace) -> None:
-    N.write_full_read(FRESH, OUT)
+mem_load, mem_part, table_main, compute_main = E11.plan_commands(
+    FRESH, "K", POOLS, E11.POOLS, lambda: E11.mem_load("K"), auc_part, OUT)
 
 
 def main() -> None:
