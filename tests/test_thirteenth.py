@@ -57,3 +57,57 @@ def test_the_check_before_pool_n_reproduces_the_twelfth_table():
         got = Path(tmp) / "t12.md"
         T13.T12.table_main(argparse.Namespace(as_of="L", out=got))
         assert got.read_text() == "\n".join(twelfth) + "\n"
+
+
+def _outcome():
+    return T13.E11.table_text(T13.POOLS, T13.auc_part, T13.mem_load("N"), T13.mem_part)
+
+
+@pytest.mark.slow  # thirteen pools' AUC and memorization stores (about 25 s)
+def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
+    """The thirteenth table regenerates byte for byte from the committed stores and pool N's
+    full read; each class's rule in `mixed` is the one its decision leaves (its rule in use,
+    or its fallback); README quotes the outcome's figures."""
+    from bnmem.attack import intervals as I
+    text, got, m = _outcome()
+    assert text == (ROOT / "bench/results/real_shadows_thirteenth.md").read_text()
+    dec = got["decision"]
+    pipeline = {"A": "delete4_halves_s", "B": "delete4_halves", "E": "delete4_halves"}
+    for cls, read in (("A", "common"), ("B", "overlap"), ("E", "equal")):
+        want = pipeline[cls] if dec[cls]["stays"] else T13.T12.OTHERWISE[cls]
+        assert I.MIXED_RULES[("auc", read)] == want, cls
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for cls in T13.T12.RULES:
+        c = got["cells"][cls]
+        n, pooled = c["per_pool"]["N"], c["pooled"]
+        assert (f"class {cls} {n['coverage']:.3f} on pool N (lowest key {n['min']:.3f}), "
+                f"{pooled['coverage']:.3f} over thirteen pools (lowest key {pooled['min']:.3f})") in readme, cls
+    f = m["figures"]
+    K1, K2 = T13.T12.T.K1, T13.T12.T.K2
+    assert (f"K2 {f[K2]['JSs'][-1]:.3f}, K1 {f[K1]['JSs'][-1]:.3f} on N; over thirteen pools K2 "
+            f"{np.mean(f[K2]['JSs']):.3f}, the class {m['decision']['class']:.3f}") in readme
+    head = got["cells"]["A"]["per_key"][T13.T12.S.HEADLINE]
+    assert f"the headline key {head[-1]:.3f} on N, {np.mean(head):.3f} over thirteen pools (lowest pool {min(head):.3f})" in readme
+    # README's calibration table quotes the thirteen pools
+    table = readme[readme.index("**Where calibration stands**"):readme.index("How well a full-scale interval")]
+    for cls in ("B", "E"):
+        p = got["cells"][cls]["pooled"]
+        assert f"; {p['coverage']:.3f} over thirteen, lowest key {p['min']:.3f} |" in table, cls
+    a = got["cells"]["A"]
+    pooled = {k: np.mean(r["JSs"]) for k, r in f.items()}
+    assert f"; {m['decision']['class']:.3f} over thirteen, lowest key {min(pooled.values()):.3f} |" in table
+    oos = T13.spread({p: got["cells"]["A"]["per_pool"][p] for p in T13.OUT_OF_SAMPLE})
+    assert (f"pool N: {a['per_pool']['N']['coverage']:.3f} (lowest key {a['per_pool']['N']['min']:.3f}), thirteen "
+            f"pools {a['pooled']['coverage']:.3f} ({oos['mean']:.3f} over the five out of sample for its formula) |") in table
+    every = T13.spread(a["per_pool"])
+    assert (f"the class's mean coverage is {every['mean']:.3f}, t {every['t_top']:+.2f} against 0.97 "
+            f"(t_0.95(12) {every['crit']:.3f})") in readme
+    assert all(T13.predicted(got["cells"][c]["per_pool"], "N")["inside"] for c in T13.T12.RULES)
+    tb, te = (T13.spread(got["cells"][c]["per_pool"])["t_top"] for c in ("B", "E"))
+    assert f"(t {tb:+.2f} / {te:+.2f} against 0.97)".replace("-", "−") in readme
+    last = [v for k, v in got["cells"]["E"]["per_key"].items() if T13.LONGEST in k]
+    on_n, over = sorted(v[-1] for v in last), sorted(np.mean(v) for v in last)
+    assert (f"its longest budget's keys {on_n[0]:.3f}–{on_n[-1]:.3f} on N, {over[0]:.3f}–{over[-1]:.3f} "
+            "over thirteen") in readme
+    assert (f"over the five pools out of sample for its formula (I–L, N) {oos['mean']:.3f}, "
+            f"t {oos['t_top']:+.2f} against 0.97 (t_0.95(4) {oos['crit']:.3f})") in readme
