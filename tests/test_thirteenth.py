@@ -99,6 +99,12 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     oos = T13.spread({p: got["cells"]["A"]["per_pool"][p] for p in T13.OUT_OF_SAMPLE})
     assert (f"pool N: {a['per_pool']['N']['coverage']:.3f} (lowest key {a['per_pool']['N']['min']:.3f}), thirteen "
             f"pools {a['pooled']['coverage']:.3f} ({oos['mean']:.3f} over the five out of sample for its formula) |") in table
+    from bnmem.report.markdown import _procedure_text
+    report = " ".join(_procedure_text("mixed", 100, 8).split())
+    assert (f"a thirteenth on pool N: {a['per_pool']['N']['coverage']:.3f} there (lowest key "
+            f"{a['per_pool']['N']['min']:.3f}), {a['pooled']['coverage']:.3f} over thirteen pools, "
+            f"{oos['mean']:.3f} over the five read after its formula was written (I-L, N)") in report
+    assert "kept on I, J, L and N" in " ".join((ROOT / "report.md").read_text().split())
     every = T13.spread(a["per_pool"])
     assert (f"the class's mean coverage is {every['mean']:.3f}, t {every['t_top']:+.2f} against 0.97 "
             f"(t_0.95(12) {every['crit']:.3f})") in readme
