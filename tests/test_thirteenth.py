@@ -1,6 +1,6 @@
 """The thirteenth plan (bench/results/real_shadows_thirteenth_plan.md): the twelfth's analysis
 with pool N fresh. Its check before pool N (pools A-L) reproduces the twelfth table's cells,
-and the reported spread is the pools' mean, SD / sqrt(n) and z."""
+and the reported spread is the pools' mean, SD / sqrt(n) and one-sided t."""
 import argparse
 import math
 import tempfile
@@ -23,8 +23,12 @@ def test_the_spread_is_the_pools_mean_standard_error_and_t():
     assert s["t_top"] == pytest.approx((np.mean(cov) - 0.97) / se)
     assert s["t_low"] == pytest.approx((np.mean(cov) - 0.93) / se)
     assert s["crit"] == pytest.approx(stats.t.ppf(0.95, 3))
-    # the reading: beyond 0.97 only where t exceeds t_0.95(n - 1), not 1.64
-    assert T13._reading({**s, "t_top": 1.70, "crit": 1.782}) == "within the spread of [0.93, 0.97]"
+    # the reading: beyond 0.97 only where t exceeds t_0.95(n - 1), not 1.64; a mean the test
+    # cannot tell from 0.97 is not "inside" the band
+    assert T13._reading({**s, "t_top": 1.70, "crit": 1.782}) == "not distinguishable from 0.97"
+    assert T13._reading({**s, "t_top": -1.70, "t_low": 9.0, "crit": 1.782}) == "not distinguishable from 0.97"
+    assert T13._reading({**s, "t_top": -1.80, "t_low": 9.0, "crit": 1.782}) == "inside [0.93, 0.97] beyond the spread"
+    assert T13._reading({**s, "t_top": -9.0, "t_low": 1.0, "crit": 1.782}) == "not distinguishable from 0.93"
     assert T13._reading({**s, "t_top": 1.80, "crit": 1.782}) == "above 0.97 beyond the spread"
     assert T13._reading({**s, "t_top": -9.0, "t_low": -1.9, "crit": 1.782}) == "below 0.93 beyond the spread"
 
@@ -103,11 +107,31 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     report = " ".join(_procedure_text("mixed", 100, 8).split())
     assert (f"a thirteenth on pool N: {a['per_pool']['N']['coverage']:.3f} there (lowest key "
             f"{a['per_pool']['N']['min']:.3f}), {a['pooled']['coverage']:.3f} over thirteen pools, "
-            f"{oos['mean']:.3f} over the five read after its formula was written (I-L, N)") in report
+            f"{oos['mean']:.3f} over the five read after its formula was written (I-L, N), "
+            f"{T13._reading(oos)}") in report
+    b, e = got["cells"]["B"]["pooled"], got["cells"]["E"]["pooled"]
+    assert (f"{b['coverage']:.3f} / {e['coverage']:.3f} over thirteen, lowest key {b['min']:.3f} / "
+            f"{e['min']:.3f} (`real_shadows_thirteenth.md`)") in report
+    after = [a["per_pool"][p]["coverage"] for p in ("K", "L", "N")]
+    assert f"{min(after):.3f}-{max(after):.3f} on each pool read after its adoption (K, L, N)" in report
+    assert min(after) > 0.97  # so README's "each above 0.97" holds
+    assert (f"K, L and N, read {after[0]:.3f} / {after[1]:.3f} / {after[2]:.3f}, each above 0.97") in readme
     assert "kept on I, J, L and N" in " ".join((ROOT / "report.md").read_text().split())
     every = T13.spread(a["per_pool"])
     assert (f"the class's mean coverage is {every['mean']:.3f}, t {every['t_top']:+.2f} against 0.97 "
-            f"(t_0.95(12) {every['crit']:.3f})") in readme
+            f"(t_0.95(12) {every['crit']:.3f}): " + ("yes" if T13._reading(every).startswith("above") else "no")) in readme
+    assert (f"(I–L, N) {oos['mean']:.3f}, t {oos['t_top']:+.2f} against 0.97 (t_0.95(4) {oos['crit']:.3f}; 95 % CI "
+            f"{oos['ci'][0]:.3f}–{oos['ci'][1]:.3f}): {T13._reading(oos)}") in readme
+    # the words follow the decisions and the checks, not only the numbers
+    bullet = readme[readme.index("A thirteenth pool: every rule re-checked"):readme.index("Memorization without the interaction")]
+    stays = all(dec[c]["stays"] for c in dec)
+    assert ("**Every rule stays**" in bullet) == stays
+    inside = all(T13.predicted(got["cells"][c]["per_pool"], "N")["inside"] for c in T13.T12.RULES)
+    assert ("Each class's coverage on N lies in the 95 % prediction interval" in bullet) == inside
+    assert ("B and E lie inside the band beyond the spread" in bullet) == all(
+        T13._reading(T13.spread(got["cells"][c]["per_pool"])).startswith("inside") for c in ("B", "E"))
+    bind = got["cells"]["B"]["per_pool"]["N"]["bound"]
+    assert f"and on N where V_h's floor binds {bind:.3f}, {bind - 0.93:.3f} above the band's lower end" in bullet
     assert all(T13.predicted(got["cells"][c]["per_pool"], "N")["inside"] for c in T13.T12.RULES)
     tb, te = (T13.spread(got["cells"][c]["per_pool"])["t_top"] for c in ("B", "E"))
     assert f"(t {tb:+.2f} / {te:+.2f} against 0.97)".replace("-", "−") in readme
@@ -115,5 +139,3 @@ def test_the_outcome_follows_from_the_stores_and_the_pipeline_follows_it():
     on_n, over = sorted(v[-1] for v in last), sorted(np.mean(v) for v in last)
     assert (f"its longest budget's keys {on_n[0]:.3f}–{on_n[-1]:.3f} on N, {over[0]:.3f}–{over[-1]:.3f} "
             "over thirteen") in readme
-    assert (f"over the five pools out of sample for its formula (I–L, N) {oos['mean']:.3f}, "
-            f"t {oos['t_top']:+.2f} against 0.97 (t_0.95(4) {oos['crit']:.3f})") in readme
