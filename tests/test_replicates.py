@@ -57,3 +57,18 @@ def test_across_seeds_ratio_on_the_log_scale():
     assert out["d"]["mean"] == pytest.approx(np.mean(vals)) and "scale" not in out["d"]
     bad = across_seeds({0: {"g_ratio": 1.1}, 1: {"g_ratio": -0.5}})["g_ratio"]
     assert bad["mean"] is None and bad["lo"] is None and bad["hi"] is None
+
+
+def test_across_seeds_ratio_interval_covers_the_geometric_mean_in_simulation():
+    """Where the truth is known (log-normal ratios over three seeds, true geometric mean
+    1.5), the log-scale t-interval covers it in 93-97 % of 2 000 simulated runs (exact t on
+    the log scale: 0.952 here). Its shape, symmetric in log rather than linear, is pinned by
+    the test above; with three seeds a linear interval would cover about as often, being
+    wide, so coverage alone cannot tell the two apart."""
+    rng = np.random.default_rng(7)
+    truth, hits = 1.5, 0
+    for _ in range(2000):
+        r = np.exp(np.log(truth) + 0.4 * rng.standard_normal(3))
+        out = across_seeds({s: {"g_ratio": float(v)} for s, v in enumerate(r)})["g_ratio"]
+        hits += out["lo"] <= truth <= out["hi"]
+    assert 0.93 <= hits / 2000 <= 0.97
