@@ -132,6 +132,41 @@ def test_worker_sigkilled_mid_run_still_gives_the_identical_shard(work):
 
 
 @pytest.mark.slow
+def test_pool_lost_mid_run_is_scattered_again_and_gives_the_identical_shard(work):
+    """Scattered data has no recipe to recompute it from, and Dask's active memory manager
+    keeps only as many replicas of the pool as tasks still wait for, so a dying worker can
+    take its last copy and the scheduler cancels the chunks that need it (how the SIGKILL
+    test above once failed in about eight suite runs). Here the pool is lost for certain,
+    mid-run, with both workers up: another client force-cancels its keys, and the scheduler
+    forgets them and cancels every chunk that needs them, as it does when the last copy
+    dies. The stage scatters the pool again, resubmits the chunks not saved, and gives the
+    local backend's shard bit for bit; the pool's keys are this run's own."""
+    out, parts, log = work / "rescatter.npz", work / "rescatter.partial", work / "rescatter.log"
+    cluster = Cluster(work)
+    with open(log, "w") as err:
+        proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),
+                                env=env_for(cluster.address), stderr=err)
+        try:
+            cluster.wait(lambda: len(list(parts.glob("model_*.npz"))) >= 4, "first chunk back",
+                         timeout=180)
+            with cluster.client() as c:
+                keys = c.run_on_scheduler(lambda dask_scheduler: sorted(
+                    str(k) for k in dask_scheduler.tasks if str(k).startswith("bnmem-")))
+                pool = [k for k in keys if k.startswith("bnmem-pool-")]
+                runs = {k.split("-")[-2] for k in keys}  # bnmem-...-<run>-<round>
+                assert len(pool) == 3 and len(runs) == 1, keys
+                c.cancel([distributed.Future(k, c) for k in pool], force=True)
+            proc.wait(timeout=300)
+        finally:
+            proc.kill()
+            cluster.stop()
+    text = log.read_text()
+    assert proc.returncode == 0, text[-3000:]
+    assert "scattering it again and resubmitting" in text, text[-3000:]
+    assert same_shard(work, out)
+
+
+@pytest.mark.slow
 def test_scheduler_lost_mid_run_loses_no_finished_chunk(work):
     out, parts = work / "lost.npz", work / "lost.partial"
     cluster = Cluster(work)

@@ -5,9 +5,10 @@ The shadow stage connects to the scheduler that Dask's own config names
 to every worker once, and submits each chunk of `shadow.chunk` models as one task that
 asks for `shadow.resources` (e.g. {GPU: 0.25} on workers started with --resources GPU=1).
 Each chunk that comes back goes through the stage's resume path at once (one part file
-per model), so a lost worker costs only its running chunk (Dask runs it elsewhere), a
-task that raised is retried `shadow.retries` times, and a killed stage or a scheduler that
-went away loses no finished chunk: the rerun resumes.
+per model), so a lost worker costs only its running chunk (Dask runs it elsewhere; if the
+pool's last copy went with it, the stage scatters the pool again and resubmits what is not
+saved), a task that raised is retried `shadow.retries` times, and a killed stage or a
+scheduler that went away loses no finished chunk: the rerun resumes.
 
 Results are bit-identical to the local backend on the same CPU kind: a model's bits
 depend on its id only (bnmem.train.shadow.train_chunk), every task runs torch single-threaded,
@@ -143,7 +144,16 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                finished: Callable[[list[int], list[dict], float, str], None],
                parts: Path) -> None:
     """Train `chunks` (lists of model ids) as tasks on the Dask cluster; `finished(chunk,
-    models, seconds, where)` saves each chunk as it comes back."""
+    models, seconds, where)` saves each chunk as it comes back.
+
+    The pool is scattered under keys of this run only (`bnmem-pool-<name>-<run>-<round>`):
+    two stages on one cluster never read each other's pool. Scattered data has no recipe
+    the scheduler could recompute it from, and Dask keeps only as many replicas as tasks
+    still wait for (its active memory manager drops the rest), so a worker that dies can
+    take the pool's last copy with it and the scheduler cancels the chunks that need it
+    (dask/distributed#3149). While the scheduler is still up and some worker can run them,
+    the stage then scatters the pool again and resubmits the chunks not yet saved, at most
+    RESCATTERS times; past that, or with the scheduler gone, it stops with one line."""
     import distributed
 
     client = connect(execution)
@@ -151,6 +161,26 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
     mine = signature()
     futures: list = []
     failed = False
+    run = uuid.uuid4().hex[:12]  # this stage's keys: never another stage's pool or result
+    want = dict(execution.resources)
+    arrays = {"x": x.numpy(), "y": y.numpy(), "keep": np.asarray(keep)}
+    where: dict = {}
+
+    def submit(left: list[list[int]], round_: int) -> set:
+        names = {name: f"bnmem-pool-{name}-{run}-{round_}" for name in arrays}
+        scattered = client.scatter({names[k]: v for k, v in arrays.items()},
+                                   broadcast=True, hash=False)
+        data = {k: scattered[names[k]] for k in arrays}
+        out = set()
+        for chunk in left:
+            f = client.submit(train_chunk_task, cfg, arm, data, chunk, pure=False,
+                              resources=want or None, retries=execution.retries,
+                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{run}-{round_}")
+            where[f.key] = chunk
+            futures.append(f)
+            out.add(f)
+        return out
+
     try:
         workers = _workers(client)
         if not workers:
@@ -158,21 +188,11 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                                "workers; start some (`dask worker <address>`)")
         log.info("dask %s: %d workers, %d chunks of %s", address, len(workers), len(chunks),
                  arm)
-        want = dict(execution.resources)
         if not eligible(workers, want):
             raise ClusterError(no_worker_line(want, workers))
         for worker, theirs in client.run(signature).items():  # early; each task checks too
             check_signature(mine, theirs, worker)
-        data = client.scatter({"x": x.numpy(), "y": y.numpy(), "keep": np.asarray(keep)},
-                              broadcast=True, hash=False)
-        run = uuid.uuid4().hex[:12]  # this stage's keys: never another stage's result
-        where = {}
-        for chunk in chunks:
-            f = client.submit(train_chunk_task, cfg, arm, data, chunk, pure=False,
-                              resources=want or None, retries=execution.retries,
-                              key=f"bnmem-shadow-{arm}-{chunk[0]}-{chunk[-1]}-{run}")
-            where[f.key] = chunk
-            futures.append(f)
+        pending = submit(chunks, 0)
     except (OSError, TimeoutError, CancelledError) as exc:
         failed = True
         _close(client, futures, failed)
@@ -182,16 +202,55 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
         failed = True
         _close(client, futures, failed)
         raise
-    saved, devices, pending = 0, set(), set(futures)
+    saved, devices, rounds = 0, set(), 0
+    left = {tuple(c): c for c in chunks}  # not yet saved
+
+    def cancelled(exc: BaseException | None, chunk: list[int] | None) -> set:
+        """The chunks were cancelled: stop with a line, or scatter again and resubmit."""
+        nonlocal rounds
+        line = _unmet(client, want, saved, len(chunks), parts)
+        if line:
+            raise ClusterError(line)
+        if client.status != "running":
+            what = (_what_went(client, address) if exc is not None else
+                    f"dask scheduler {address} went away (models {chunk} cancelled)")
+        elif rounds >= RESCATTERS:
+            what = (f"dask cluster {address} cancelled the chunks again after {rounds} "
+                    "re-scatters of the pool")
+        else:
+            what = ""
+        if what:
+            raise ClusterError(f"{what}: {saved} of {len(chunks)} chunks finished and saved "
+                               f"in {parts}; rerun to resume")
+        rounds += 1
+        log.warning("dask %s cancelled the chunks of %s (the pool's last copy went with a "
+                    "worker, or the scheduler dropped it): scattering it again and "
+                    "resubmitting the %d chunks not saved (%d of %d)", address, arm,
+                    len(left), rounds, RESCATTERS)
+        for f in futures:
+            try:
+                f.release()
+            except Exception:  # noqa: BLE001, S110 (gone with the cancellation)
+                pass
+        futures.clear()
+        try:
+            return submit(list(left.values()), rounds)
+        except (OSError, TimeoutError, CancelledError) as err:
+            raise ClusterError(_lost(f"dask scheduler {address} went away", err, saved,
+                                     len(chunks), parts)) from None
+
     try:
-        while pending:
+        while left:
             try:  # the scheduler's side: wait, at most WATCH s, then look at the workers
                 with client.as_current():
                     done, pending = distributed.wait(list(pending), timeout=WATCH,
                                                      return_when="FIRST_COMPLETED")
             except (TimeoutError, distributed.TimeoutError):
                 done = set()
-            except (OSError, CancelledError) as exc:
+            except CancelledError as exc:
+                pending = cancelled(exc, None)
+                continue
+            except OSError as exc:
                 raise ClusterError(_unmet(client, want, saved, len(chunks), parts) or _lost(
                     _what_went(client, address), exc, saved, len(chunks), parts)) from None
             if not done:
@@ -205,13 +264,12 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                                        f"{len(chunks)} chunks saved in {parts}; rerun to "
                                        "resume)")
                 continue
+            lost = None
             for future in done:
                 chunk = where[future.key]
                 if future.cancelled():
-                    raise ClusterError(_unmet(client, want, saved, len(chunks), parts) or (
-                        f"dask scheduler {address} went away (models {chunk} cancelled): "
-                        f"{saved} of {len(chunks)} chunks finished and saved in {parts}; "
-                        "rerun to resume"))
+                    lost = chunk
+                    continue
                 if future.status == "error":
                     raise ClusterError(
                         f"dask task for models {chunk} failed after shadow.retries="
@@ -219,7 +277,10 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                         f"{saved} of {len(chunks)} chunks saved in {parts}; rerun to resume")
                 try:
                     result = future.result()
-                except (OSError, TimeoutError, CancelledError) as exc:
+                except CancelledError:
+                    lost = chunk
+                    continue
+                except (OSError, TimeoutError) as exc:
                     raise ClusterError(_lost(f"dask scheduler {address} went away", exc,
                                              saved, len(chunks), parts)) from None
                 check_signature(mine, result["signature"], result["worker"])
@@ -234,7 +295,10 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
                          f" on dask worker {result['worker']} ({result['cpu']}, "
                          f"{result['device']})")
                 saved += 1
+                left.pop(tuple(chunk), None)
                 future.release()
+            if lost is not None and left:
+                pending = cancelled(None, lost)
     except BaseException:
         failed = True
         raise
@@ -242,6 +306,7 @@ def run_chunks(cfg, arm: str, x, y, keep: np.ndarray, chunks: list[list[int]], e
         _close(client, futures, failed)
 
 
+RESCATTERS = 2  # times the pool is scattered again after the cluster cancelled the chunks
 WATCH = 10.0  # seconds between looks at the workers while no chunk comes back
 
 
