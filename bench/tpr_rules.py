@@ -4,6 +4,8 @@
     python bench/tpr_rules.py results/tpr_components_seed22.jsonl [--select] [--md out.md]
     python bench/tpr_rules.py results/tpr32_components_seed28.jsonl --select-cells
     python bench/tpr_rules.py results/tpr32_components_seed29.jsonl --confirm C1
+    python bench/tpr_rules.py results/tpr32_components_seed34.jsonl --confirm-again C1 \
+        --with results/tpr32_components_seed29.jsonl
 
 Candidates (one arm; the paired difference a - b as stated; V_*: the design variances the
 store keeps, bnmem.attack.intervals.IntervalPlan.variances):
@@ -153,10 +155,48 @@ def confirms(tabs: dict[str, dict], rule: str) -> bool:
                for t in tabs.values() for c in (t[rule]["one_arm"], t[rule]["difference"]))
 
 
+def pooled(tabs: list[dict]) -> dict:
+    """One table over several stores' runs of the same study shape ({rule: {cell: score}}
+    from `table` on each): coverage and misses are pooled run by run, each run scored
+    against its own store's truth; the width is the runs' mean."""
+    def pool(cells: list[dict]) -> dict:
+        n = sum(c["runs"] for c in cells)
+        hit = sum(round(c["coverage"] * c["runs"]) for c in cells)
+        out = {"coverage": hit / n, "mc_range": wilson(hit / n, n), "runs": n}
+        for k in ("mean_width", "miss_below", "miss_above"):
+            out[k] = sum(c[k] * c["runs"] for c in cells) / n
+        return out
+    return {rule: {k: pool([t[rule][k] for t in tabs]) for k in ("one_arm", "difference")}
+            for rule in tabs[0]}
+
+
+def confirms_again(fresh: dict[str, dict], both: dict[str, dict], rule: str) -> bool:
+    """bench/results/tpr32_rules_second_plan.md's decision ({figure: table}): over the two
+    confirmation seeds pooled (`both`), `rule` covers 0.93-0.97 in every cell with neither
+    tail missing more than 0.04; and on the fresh seed alone no cell's 95 % Monte Carlo
+    range lies wholly outside [0.93, 0.97]."""
+    return confirms(both, rule) and all(
+        c["mc_range"][0] <= 0.97 and c["mc_range"][1] >= 0.93
+        for t in fresh.values() for c in (t[rule]["one_arm"], t[rule]["difference"]))
+
+
 def markdown(tab: dict, store: Path, fig: str) -> str:
     truth, rec, _ = load(store)
     L = [f"`{store}` ({len(rec[f'{fig}_a'])} runs): {fig}, truth one arm "
          f"{truth[f'{fig}_a']:.4f}, difference {truth[f'{fig}_d']:.4f}.", "",
+         "| rule | one arm: coverage [MC range] / width; misses below, above | "
+         "difference: coverage [MC range] / width; misses below, above |", "|---|---|---|"]
+    for rule, t in tab.items():
+        cells = [f"{x['coverage']:.3f} [{x['mc_range'][0]:.3f}, {x['mc_range'][1]:.3f}] / "
+                 f"{x['mean_width']:.4f}; {x['miss_below']:.3f}, {x['miss_above']:.3f}"
+                 for x in (t["one_arm"], t["difference"])]
+        L.append(f"| {rule} | {cells[0]} | {cells[1]} |")
+    return "\n".join(L) + "\n"
+
+
+def pooled_markdown(tab: dict, fig: str) -> str:
+    n = next(iter(tab.values()))["one_arm"]["runs"]
+    L = [f"{fig}, {n} runs pooled.", "",
          "| rule | one arm: coverage [MC range] / width; misses below, above | "
          "difference: coverage [MC range] / width; misses below, above |", "|---|---|---|"]
     for rule, t in tab.items():
@@ -176,7 +216,23 @@ def main() -> None:
                     "over TPR at 1e-3 and 1e-4, one arm and difference (a --vlow store)")
     ap.add_argument("--confirm", metavar="RULE", help="tpr32_rules_plan.md: does RULE cover "
                     "0.93-0.97 in all four cells of this store")
+    ap.add_argument("--confirm-again", metavar="RULE", help="tpr32_rules_second_plan.md: "
+                    "RULE over this store pooled with --with (the first confirmation's store)")
+    ap.add_argument("--with", dest="with_store", type=Path, metavar="STORE")
     a = ap.parse_args()
+    if a.confirm_again:
+        if a.with_store is None:
+            ap.error("--confirm-again needs --with STORE (the first confirmation's store)")
+        figs = ("tpr_low_all", "tpr_vlow_all")
+        fresh = {f: table(a.store, f) for f in figs}
+        both = {f: pooled([fresh[f], table(a.with_store, f)]) for f in figs}
+        for f in figs:
+            print(markdown(fresh[f], a.store, f))
+            print(f"Pooled with `{a.with_store}`:\n")
+            print(pooled_markdown(both[f], f))
+        print(f"{a.confirm_again} confirms again: "
+              f"{confirms_again(fresh, both, a.confirm_again)}")
+        return
     if a.select_cells or a.confirm:
         tabs = {f: table(a.store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
         for f, t in tabs.items():

@@ -155,3 +155,37 @@ def test_the_report_names_the_tpr_rule_its_run_used():
     assert other.startswith("`sum`, the rule above 8 pairs") and "tpr32_rules_plan.md" in other
     report = " ".join((ROOT / "report.md").read_text().split())
     assert "the procedure of TPR at 1e-3, `pairs_t`, which at 64 shadows" in report  # 8 pairs
+
+
+def test_the_second_32_pair_confirmation_pools_runs_and_reads_the_fresh_seed():
+    """bench/tpr_rules.pooled and confirms_again (tpr32_rules_second_plan.md): two stores'
+    runs pool run by run (coverage, misses and width weighted by runs); the decision needs
+    every pooled cell in [0.93, 0.97] and no fresh cell's Monte Carlo range wholly outside."""
+    from bnmem.attack.coverage import wilson
+    rules = _rules()
+
+    def cell(cov, runs=500, width=0.01, below=0.02, above=0.01):
+        return {"coverage": cov, "mc_range": wilson(cov, runs), "runs": runs,
+                "mean_width": width, "miss_below": below, "miss_above": above}
+
+    def tab(cov, **kw):
+        return {r: {"one_arm": cell(cov, **kw), "difference": cell(cov, **kw)}
+                for r in rules.CANDIDATES}
+    old, fresh = tab(0.972, width=0.02), tab(0.964, runs=250, width=0.01)
+    both = rules.pooled([old, fresh])
+    c = both["C1"]["one_arm"]
+    assert c["runs"] == 750 and c["coverage"] == (486 + 241) / 750
+    assert abs(c["mean_width"] - (0.02 * 500 + 0.01 * 250) / 750) < 1e-12
+    figs = {"a": fresh, "b": fresh}
+    assert rules.confirms_again(figs, {"a": both, "b": both}, "C1")  # pooled 0.969: in
+    hot = tab(0.99)  # the fresh seed's own range lies above the band: refused even pooled
+    assert not rules.confirms_again({"a": hot, "b": fresh},
+                                    {"a": rules.pooled([tab(0.93), hot]), "b": both}, "C1")
+    assert not rules.confirms_again(figs, {"a": rules.pooled([tab(0.98), tab(0.97)]),
+                                           "b": both}, "C1")  # pooled 0.975: out
+    # the real stores: seed 28 (which selected C1) with seed 29, a shape check only
+    store = ROOT / "results" / "tpr32_components_seed29.jsonl"
+    t29 = rules.table(store, "tpr_low_all")
+    p = rules.pooled([t29, t29])
+    assert p["C1"]["one_arm"]["coverage"] == t29["C1"]["one_arm"]["coverage"]
+    assert p["C1"]["one_arm"]["runs"] == 1000
