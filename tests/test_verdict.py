@@ -284,3 +284,29 @@ def test_the_headline_metrics_carry_the_df_their_interval_was_built_with():
     assert headline_deltas(mem) == deltas
     eq = deltas["batchnorm_minus_none"]["auc_identity_equal_epochs"]
     assert "df" not in eq and set(eq) == {"value", "lo", "hi"}
+
+
+def test_a_membership_file_whose_intervals_carry_no_df_is_refused_by_the_report():
+    """Archived membership.json files (the committed full-scale run's among them) predate
+    the "df" key: the report refuses them with one line naming the file and the interval,
+    rather than read every t interval as normal; the pipeline's own file passes, and one
+    interval without df anywhere in it is found."""
+    import copy
+    import json
+
+    from bnmem.core.io import InputError
+    from bnmem.report.verdict import require_df
+    from conftest import ROOT
+    ours = json.loads((ROOT / "results" / "membership.json").read_text())
+    require_df(ours, "results/membership.json")
+    old = ROOT / "results" / "fullscale" / "results" / "membership.json"
+    with pytest.raises(InputError, match=r"fullscale/results/membership.json: the interval at "
+                       r"/arms/batchnorm/auc_all has no 'df'.*dvc repro attack"):
+        require_df(json.loads(old.read_text()), str(old))
+    bad = copy.deepcopy(ours)
+    rec = bad["compare"]["batchnorm_minus_none"]["equal_epochs"]["auc_all"]
+    del rec["df"]
+    with pytest.raises(InputError, match="/compare/batchnorm_minus_none/equal_epochs/auc_all "):
+        require_df(bad, "m.json")
+    rec["lo"] = None  # no interval: nothing to read a quantile for
+    require_df(bad, "m.json")

@@ -18,6 +18,7 @@ from bnmem.core.io import InputError, load_json, load_npz, save_json
 from bnmem.core.records import TargetRecord
 from bnmem.attack.stage import comparison_pairs, headline_deltas
 from bnmem.report.markdown import render
+from bnmem.report.verdict import require_df
 from bnmem.core.rng import SALT
 from bnmem.data.sources import describe
 from bnmem.report.replicates import TRAIN_KEYS, across_seeds, arm_record, seed_deltas
@@ -74,6 +75,7 @@ def build_report(cfg: Config, kernels: dict, inp: dict[str, Path], out: dict[str
     grads = {a: load_json(Path(inp["grads"]) / f"{a}.json") for a in arms}
     gz = {a: load_npz(Path(inp["grads"]) / f"{a}.npz", ("norms", "norms_epoch", "epochs")) for a in arms}
     attack, membership = load_json(inp["attack"]), load_json(inp["membership"])
+    require_df(membership, inp["membership"])
     theory = load_json(inp["theory"])
     # the final targets' per-sample correctness, as the train stage measured it (no model runs here)
     evals = {a: load_npz(models / f"{a}_eval.npz", ("correct", "test_correct")) for a in arms}

@@ -80,6 +80,33 @@ class Evidence:
         return self.training and self.lo is not None and self.hi is not None
 
 
+def require_df(membership: dict, name: str) -> None:
+    """Every interval the attack stage writes says its quantile's degrees of freedom ("df";
+    null for a normal one). A membership.json with an interval that carries none predates
+    that (archived runs: results/fullscale, results/memreg, ...), and read by the report it
+    would take every t interval as normal and understate its p: refused, with one line
+    naming the file and the first such interval."""
+    def first(d, path: str) -> str | None:
+        if isinstance(d, dict):
+            if "value" in d and d.get("lo") is not None and "df" not in d:
+                return path or "/"
+            items = d.items()
+        elif isinstance(d, list):
+            items = ((f"[{i}]", v) for i, v in enumerate(d))
+        else:
+            return None
+        for k, v in items:
+            hit = first(v, f"{path}/{k}" if not str(k).startswith("[") else f"{path}{k}")
+            if hit:
+                return hit
+        return None
+    where = first(membership, "")
+    if where:
+        raise InputError(f"{name}: the interval at {where} has no 'df' (its quantile's degrees "
+                         "of freedom): the file predates it; re-run the attack stage (dvc "
+                         "repro attack) to write one the report can read")
+
+
 def _beyond(e: Evidence, direction: int, threshold: float) -> bool:
     """The whole interval lies beyond the threshold in the claimed direction."""
     return e.lo > threshold if direction > 0 else e.hi < threshold
