@@ -1,6 +1,10 @@
 """The coverage figures report.md states for its intervals come from the committed
 coverage studies: the TPR rule's confirmation (bench/results/tpr_rules_plan.md), recomputed
 from its store by the study's own analysis (bench/tpr_rules.py)."""
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from bnmem.attack.intervals import designs
@@ -178,14 +182,82 @@ def test_the_second_32_pair_confirmation_pools_runs_and_reads_the_fresh_seed():
     assert abs(c["mean_width"] - (0.02 * 500 + 0.01 * 250) / 750) < 1e-12
     figs = {"a": fresh, "b": fresh}
     assert rules.confirms_again(figs, {"a": both, "b": both}, "C1")  # pooled 0.969: in
-    hot = tab(0.99)  # the fresh seed's own range lies above the band: refused even pooled
-    assert not rules.confirms_again({"a": hot, "b": fresh},
-                                    {"a": rules.pooled([tab(0.93), hot]), "b": both}, "C1")
+    low = tab(0.926)  # the fresh seed alone below 0.93: refused, though pooled 0.949
+    assert rules.pooled([old, low])["C1"]["one_arm"]["coverage"] >= 0.93
+    assert not rules.confirms_again({"a": low, "b": fresh},
+                                    {"a": rules.pooled([old, low]), "b": both}, "C1")
     assert not rules.confirms_again(figs, {"a": rules.pooled([tab(0.98), tab(0.97)]),
                                            "b": both}, "C1")  # pooled 0.975: out
-    # the real stores: seed 28 (which selected C1) with seed 29, a shape check only
+    tails = rules.pooled([tab(0.95, below=0.045), tab(0.95, below=0.04)])  # pooled 0.0425
+    assert not rules.confirms_again(figs, {"a": tails, "b": both}, "C1")
+    # the real store, pooled with itself: a shape check only
     store = ROOT / "results" / "tpr32_components_seed29.jsonl"
     t29 = rules.table(store, "tpr_low_all")
     p = rules.pooled([t29, t29])
     assert p["C1"]["one_arm"]["coverage"] == t29["C1"]["one_arm"]["coverage"]
     assert p["C1"]["one_arm"]["runs"] == 1000
+
+
+def test_the_second_plans_store_checks_refuse_what_it_cannot_pool(tmp_path):
+    """tpr_rules.check_store: seed 29's store passes against seed 28's; a run stored twice,
+    a store without its meta file, the same store twice and another study's shape are
+    each one line; the command line runs the decision on two real stores (28 and 29, a
+    shape check: seed 28 selected C1 and decides nothing)."""
+    import shutil
+    import subprocess
+    import sys
+    rules = _rules()
+    res = ROOT / "results"
+    s28, s29 = res / "tpr32_components_seed28.jsonl", res / "tpr32_components_seed29.jsonl"
+    rules.check_store(s29, s28)
+    rules.check_store(s28)
+
+    def copy(name: str, edit=None, meta_edit=None) -> Path:
+        out = tmp_path / f"{name}.jsonl"
+        lines = s29.read_text().splitlines()
+        out.write_text("\n".join(edit(lines) if edit else lines) + "\n")
+        meta = json.loads(s29.with_suffix(".meta.json").read_text())
+        out.with_suffix(".meta.json").write_text(json.dumps(meta_edit(meta) if meta_edit else meta))
+        return out
+    twice = copy("twice", lambda ls: ls + [next(x for x in ls if '"kind": "run"' in x)])
+    with pytest.raises(SystemExit, match="501 runs \\(500 distinct indices\\)"):
+        rules.check_store(twice)
+    bare = copy("bare")
+    bare.with_suffix(".meta.json").unlink()
+    with pytest.raises(SystemExit, match="no bare.meta.json beside it"):
+        rules.check_store(bare)
+    with pytest.raises(SystemExit, match="the same store"):
+        rules.check_store(s29, s29)
+    other = copy("other", meta_edit=lambda m: {**m, "command": m["command"].replace(
+        "--n 3200", "--n 2000")})
+    with pytest.raises(SystemExit, match="is not .*apart from --seed, --workers, --store"):
+        rules.check_store(other, s28)
+    moved = copy("moved", meta_edit=lambda m: {**m, "command": m["command"].replace(
+        "--workers 1", "--workers 2").replace("--seed 29", "--seed 34")})
+    rules.check_store(moved, s28)  # only the free flags differ
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "tpr_rules.py"), str(s29),
+                          "--confirm-again", "C1", "--with", str(s28), "--common-truth",
+                          str(s28)], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "C1 confirms again: " in out.stdout and "1000 runs pooled" in out.stdout
+    assert "against the common truth" in out.stdout
+
+
+@pytest.mark.slow
+def test_todays_code_reproduces_seed_29s_stored_runs():
+    """The second plan pools seed 29's store (written at an earlier commit) with a run of
+    today's code: its truth rows 0 and 999 and its run 0, recomputed now, equal the stored
+    values bit for bit."""
+    comp = load_script("bench/bench_tpr_components.py")
+    from bnmem.attack.coverage import sample_kinds
+    store = ROOT / "results" / "tpr32_components_seed29.jsonl"
+    rows = [json.loads(x) for x in store.read_text().splitlines()[1:]]
+    truth = {d["i"]: d["value"] for d in rows if d["kind"] == "truth"}
+    run0 = next(d["value"] for d in rows if d["kind"] == "run" and d["i"] == 0)
+    kind, eff, figs = sample_kinds(3200, 0.1, 0.0), (0.6, 0.3), comp.VLOW_FIGS
+    for i in (0, 999):
+        got = comp._truth((64, 3200, eff, kind, 29 * 1_000_003 + 500_000 + i, 0.3, figs))
+        assert [float(x) for x in got] == truth[i]
+    got = comp._run((64, 3200, eff, kind, 100, 29 * 1_000_003, 0.3, figs))
+    for k, v in run0.items():
+        np.testing.assert_array_equal(np.asarray(got[k], float), np.asarray(v, float), err_msg=k)
