@@ -245,32 +245,30 @@ def common_truth(stores: list[Path]) -> dict:
     return dict(zip(names, np.mean(np.asarray(rows, float), axis=0)))
 
 
-def markdown(tab: dict, store: Path, fig: str, truth: dict | None = None) -> str:
-    own, rec, _ = load(store)
-    truth = truth or own
-    L = [f"`{store}` ({len(rec[f'{fig}_a'])} runs): {fig}, truth one arm "
-         f"{truth[f'{fig}_a']:.4f}, difference {truth[f'{fig}_d']:.4f}.", "",
-         "| rule | one arm: coverage [MC range] / width; misses below, above | "
+def _rows(tab: dict) -> list[str]:
+    """The table's header and one row per rule: each cell's coverage [MC range] / width;
+    misses below, above."""
+    L = ["| rule | one arm: coverage [MC range] / width; misses below, above | "
          "difference: coverage [MC range] / width; misses below, above |", "|---|---|---|"]
     for rule, t in tab.items():
         cells = [f"{x['coverage']:.3f} [{x['mc_range'][0]:.3f}, {x['mc_range'][1]:.3f}] / "
                  f"{x['mean_width']:.4f}; {x['miss_below']:.3f}, {x['miss_above']:.3f}"
                  for x in (t["one_arm"], t["difference"])]
         L.append(f"| {rule} | {cells[0]} | {cells[1]} |")
-    return "\n".join(L) + "\n"
+    return L
+
+
+def markdown(tab: dict, store: Path, fig: str, truth: dict | None = None) -> str:
+    own, rec, _ = load(store)
+    truth = truth or own
+    return "\n".join([f"`{store}` ({len(rec[f'{fig}_a'])} runs): {fig}, truth one arm "
+                      f"{truth[f'{fig}_a']:.4f}, difference {truth[f'{fig}_d']:.4f}.", "",
+                      *_rows(tab)]) + "\n"
 
 
 def pooled_markdown(tab: dict, fig: str) -> str:
     n = next(iter(tab.values()))["one_arm"]["runs"]
-    L = [f"{fig}, {n} runs pooled.", "",
-         "| rule | one arm: coverage [MC range] / width; misses below, above | "
-         "difference: coverage [MC range] / width; misses below, above |", "|---|---|---|"]
-    for rule, t in tab.items():
-        cells = [f"{x['coverage']:.3f} [{x['mc_range'][0]:.3f}, {x['mc_range'][1]:.3f}] / "
-                 f"{x['mean_width']:.4f}; {x['miss_below']:.3f}, {x['miss_above']:.3f}"
-                 for x in (t["one_arm"], t["difference"])]
-        L.append(f"| {rule} | {cells[0]} | {cells[1]} |")
-    return "\n".join(L) + "\n"
+    return "\n".join([f"{fig}, {n} runs pooled.", "", *_rows(tab)]) + "\n"
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,21 @@ def shadow(d, recipe, out, backend="dask", address=None, **keys):
                           capture_output=True, text=True)
 
 
+@contextmanager
+def stage_on(cluster, d: Path, out: Path, log: Path, recipe: str = "chunk4.yaml"):
+    """The dask shadow stage running on `cluster` (stderr to `log`) while the body acts on
+    the cluster; then wait for the stage (at most 300 s) and stop the cluster."""
+    with open(log, "w") as err:
+        proc = subprocess.Popen(shadow_cmd(d, d / recipe, out, "dask"),
+                                env=env_for(cluster.address), stderr=err)
+        try:
+            yield proc
+            proc.wait(timeout=300)
+        finally:
+            proc.kill()
+            cluster.stop()
+
+
 def same_shard(d: Path, out: Path, reference: str = "local_small.npz") -> bool:
     """Whether `out` is the local backend's shard bit for bit (a model's bits depend on its
     id only, not on its chunk: chunk4.yaml and small.yaml share their reference)."""
@@ -105,22 +121,15 @@ def test_worker_sigkilled_mid_run_still_gives_the_identical_shard(work):
     cluster = Cluster(work)
     out, log = work / "killed.npz", work / "killed.log"
     survivor, victim = cluster.addresses()
-    with open(log, "w") as err:
-        proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),
-                                env=env_for(cluster.address), stderr=err)
-        try:
-            with cluster.client() as c:  # kill the victim while it runs its first chunk
-                deadline, key = time.time() + 120, None
-                while key is None and time.time() < deadline and proc.poll() is None:
-                    mine = [k for k in c.processing().get(victim, ()) if "bnmem-shadow" in k]
-                    key = mine[0] if mine else None
-                    time.sleep(0.05)
-            assert key is not None, log.read_text()[-2000:]
-            os.killpg(cluster.process(victim).pid, signal.SIGKILL)
-            proc.wait(timeout=300)
-        finally:
-            proc.kill()
-            cluster.stop()
+    with stage_on(cluster, work, out, log) as proc:
+        with cluster.client() as c:  # kill the victim while it runs its first chunk
+            deadline, key = time.time() + 120, None
+            while key is None and time.time() < deadline and proc.poll() is None:
+                mine = [k for k in c.processing().get(victim, ()) if "bnmem-shadow" in k]
+                key = mine[0] if mine else None
+                time.sleep(0.05)
+        assert key is not None, log.read_text()[-2000:]
+        os.killpg(cluster.process(victim).pid, signal.SIGKILL)
     text = log.read_text()
     assert proc.returncode == 0, text[-3000:]
     assert same_shard(work, out)
@@ -143,23 +152,16 @@ def test_pool_lost_mid_run_is_scattered_again_and_gives_the_identical_shard(work
     local backend's shard bit for bit; the pool's keys are this run's own."""
     out, parts, log = work / "rescatter.npz", work / "rescatter.partial", work / "rescatter.log"
     cluster = Cluster(work)
-    with open(log, "w") as err:
-        proc = subprocess.Popen(shadow_cmd(work, work / "chunk4.yaml", out, "dask"),
-                                env=env_for(cluster.address), stderr=err)
-        try:
-            cluster.wait(lambda: len(list(parts.glob("model_*.npz"))) >= 4, "first chunk back",
-                         timeout=180)
-            with cluster.client() as c:
-                keys = c.run_on_scheduler(lambda dask_scheduler: sorted(
-                    str(k) for k in dask_scheduler.tasks if str(k).startswith("bnmem-")))
-                pool = [k for k in keys if k.startswith("bnmem-pool-")]
-                runs = {k.split("-")[-2] for k in keys}  # bnmem-...-<run>-<round>
-                assert len(pool) == 3 and len(runs) == 1, keys
-                c.cancel([distributed.Future(k, c) for k in pool], force=True)
-            proc.wait(timeout=300)
-        finally:
-            proc.kill()
-            cluster.stop()
+    with stage_on(cluster, work, out, log) as proc:
+        cluster.wait(lambda: len(list(parts.glob("model_*.npz"))) >= 4, "first chunk back",
+                     timeout=180)
+        with cluster.client() as c:
+            keys = c.run_on_scheduler(lambda dask_scheduler: sorted(
+                str(k) for k in dask_scheduler.tasks if str(k).startswith("bnmem-")))
+            pool = [k for k in keys if k.startswith("bnmem-pool-")]
+            runs = {k.split("-")[-2] for k in keys}  # bnmem-...-<run>-<round>
+            assert len(pool) == 3 and len(runs) == 1, keys
+            c.cancel([distributed.Future(k, c) for k in pool], force=True)
     text = log.read_text()
     assert proc.returncode == 0, text[-3000:]
     assert "scattering it again and resubmitting" in text, text[-3000:]
