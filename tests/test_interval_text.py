@@ -28,7 +28,9 @@ def test_report_quotes_the_tpr_rules_confirmation():
     assert f"{100 * min(misses):.1f}-{100 * max(misses):.1f} % of runs" in text
     from scipy import stats
     assert f"{stats.t.ppf(0.975, 7):.2f} sd" in text  # t on 7 df (8 pairs)
-    assert f"{stats.t.ppf(0.975, 31):.2f} sd" in _procedure_text("mixed", 20, 32)  # 32 pairs
+    # above 8 pairs TPR reads twoway (tpr32_rules_second_plan.md), a normal quantile
+    assert ("for TPR at low FPR: ± 1.96 sd, 2 (V_pairs + V_samples) − V_joint, floored at "
+            "V_pairs (`twoway`)") in _procedure_text("mixed", 20, 32)
     # the rule the plan selected on seed 22 is the one the pipeline runs
     sel, qualifies = rules.select(rules.table(ROOT / "results" / "tpr_components_seed22.jsonl"))
     assert (sel, qualifies) == ("C6", False)
@@ -155,8 +157,9 @@ def test_the_report_names_the_tpr_rule_its_run_used():
     the confirmed rule's name where the run had more than 8 pairs and one is set."""
     from bnmem.report.markdown import _tpr_rule_text
     assert _tpr_rule_text("pairs_t").startswith("`pairs_t`, which at 64 shadows (32 pairs) under-covers")
-    other = _tpr_rule_text("sum")
-    assert other.startswith("`sum`, the rule above 8 pairs") and "tpr32_rules_plan.md" in other
+    from bnmem.attack.intervals import TPR_RULE_MANY_PAIRS
+    other = _tpr_rule_text(TPR_RULE_MANY_PAIRS)
+    assert other.startswith("`twoway`, the rule above 8 pairs") and "tpr32_rules_second_plan.md" in other
     report = " ".join((ROOT / "report.md").read_text().split())
     assert "the procedure of TPR at 1e-3, `pairs_t`, which at 64 shadows" in report  # 8 pairs
 

@@ -88,6 +88,7 @@ def test_readme_and_report_quote_the_32_pair_tpr_check():
 
 def test_readme_quotes_the_32_pair_rule_studies():
     """The seed-28 selection and seed-29 confirmation of bench/results/tpr32_rules_plan.md,
+    and the second confirmation on seed 34 pooled with seed 29 (tpr32_rules_second_plan.md),
     recomputed from their stores by the study's analysis, are what README quotes, and the
     pipeline's rule above 8 pairs is the confirmed one (or pairs_t where none was)."""
     from bnmem.attack import intervals
@@ -104,6 +105,17 @@ def test_readme_quotes_the_32_pair_rule_studies():
         assert (f"{c[0]:.3f} / {c[2]:.3f} one arm at FPR 1e-3 / 1e-4, {c[1]:.3f} / {c[3]:.3f} "
                 "paired") in readme
     names = {"C0": "both", "C1": "twoway", "C3": "sum", "C8": "jacksum"}
-    want = names.get(rule) if confirmed else None
-    assert intervals.TPR_RULE_MANY_PAIRS == want
     assert ("confirmed it" if confirmed else "did not confirm it") in readme
+    # the second confirmation (tpr32_rules_second_plan.md): seed 34 pooled with seed 29
+    s34, s29 = (ROOT / "results" / f"tpr32_components_seed{s}.jsonl" for s in (34, 29))
+    tr.check_store(s34, s29)
+    fresh = {f: tr.table(s34, f) for f in figs}
+    both = {f: tr.pooled([fresh[f], tabs[29][f]]) for f in figs}
+    again = not confirmed and rule == "C1" and tr.confirms_again(fresh, both, "C1")
+    for t in (fresh, both):
+        c = [t[f]["C1"][k]["coverage"] for f in figs for k in ("one_arm", "difference")]
+        assert (f"{c[0]:.3f} / {c[2]:.3f} one arm at FPR 1e-3 / 1e-4, {c[1]:.3f} / {c[3]:.3f} "
+                "paired") in readme
+    assert ("seed 34 confirmed it" if again else "seed 34 did not confirm it") in readme
+    want = names.get(rule) if confirmed or again else None
+    assert intervals.TPR_RULE_MANY_PAIRS == want

@@ -1,6 +1,6 @@
 """Every TPR interval of a committed membership.json read again under another rule, from
 the design SDs the record keeps (no rerun): for runs made before a rule changed, e.g. the
-full-scale run's 32-pair TPR intervals under the rule bench/results/tpr32_rules_plan.md
+full-scale run's 32-pair TPR intervals under the rule bench/results/tpr32_rules_second_plan.md
 confirmed (bnmem.attack.intervals.rules_for).
 
     python tools/rerule.py results/fullscale/results/membership.json --md results/fullscale/tpr_rerule.md
