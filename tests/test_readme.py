@@ -117,5 +117,14 @@ def test_readme_quotes_the_32_pair_rule_studies():
         assert (f"{c[0]:.3f} / {c[2]:.3f} one arm at FPR 1e-3 / 1e-4, {c[1]:.3f} / {c[3]:.3f} "
                 "paired") in readme
     assert ("seed 34 confirmed it" if again else "seed 34 did not confirm it") in readme
+    # the lean below the truth over the three seeds that bear on C1, at 1e-3
+    t28 = tr.table(ROOT / "results" / "tpr32_components_seed28.jsonl", "tpr_low_all")["C1"]
+    lean = {}
+    for k in ("one_arm", "difference"):
+        cells = [t28[k], tabs[29]["tpr_low_all"]["C1"][k], fresh["tpr_low_all"]["C1"][k]]
+        lean[k] = [sum(round(c[m] * c["runs"]) for c in cells) for m in ("miss_below", "miss_above")]
+    assert (f"{lean['one_arm'][0]} below against {lean['one_arm'][1]} above one arm, "
+            f"{lean['difference'][0]} / {lean['difference'][1]} paired, in 1 500 runs") in readme
+    assert f"holds about {1 - lean['one_arm'][0] / 1500:.3f} one-sided" in readme
     want = names.get(rule) if confirmed or again else None
     assert intervals.TPR_RULE_MANY_PAIRS == want
