@@ -18,22 +18,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from bnmem.attack.intervals import (PROCEDURES, IntervalPlan, designs, rules_for,  # noqa: E402
-                                    variance_from_sd)
+from bnmem.attack.intervals import (PROCEDURES, IntervalPlan, designs,  # noqa: E402
+                                    interval_records, rules_for, variance_from_sd)
 
 
-def intervals(node, path: str = ""):
-    """(path, record) for every interval record ({value, lo, hi, sd}) of a TPR figure."""
-    if isinstance(node, dict):
-        if {"value", "lo", "hi", "sd"} <= node.keys():
-            if "/tpr_" in path and node["value"] is not None:
-                yield path, node
-            return
-        for key, value in node.items():
-            yield from intervals(value, f"{path}/{key}")
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from intervals(value, f"{path}[{i}]")
+def intervals(membership: dict):
+    """(path, record) for every interval record of a TPR figure that keeps its design SDs."""
+    return ((path, rec) for path, rec in interval_records(membership)
+            if "sd" in rec and "/tpr_" in path and rec["value"] is not None)
 
 
 def rerule(membership: dict, rule: str) -> list[dict]:

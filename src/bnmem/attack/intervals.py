@@ -28,6 +28,21 @@ def signed_sd(v: float) -> float:
     return float(np.copysign(np.sqrt(abs(v)), v))
 
 
+def interval_records(node, path: str = ""):
+    """(path, record) for every interval record (a dict with "value", "lo" and "hi") in a
+    results tree such as membership.json, paths as "/compare/<pair>/<read>/<figure>" and
+    "[i]" for list items; a record's own keys are not searched further."""
+    if isinstance(node, dict):
+        if {"value", "lo", "hi"} <= node.keys():
+            yield path, node
+            return
+        for key, value in node.items():
+            yield from interval_records(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from interval_records(value, f"{path}[{i}]")
+
+
 def variance_from_sd(sd: float | None) -> float | None:
     """The design variance of a recorded SD (signed_sd's inverse)."""
     return None if sd is None else float(np.copysign(float(sd) ** 2, sd))

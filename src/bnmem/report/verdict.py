@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr  # the normal cdf scipy.stats.norm computes, without its import
 
-from bnmem.attack.intervals import T_PROCEDURES
+from bnmem.attack.intervals import T_PROCEDURES, interval_records
 from bnmem.core.io import InputError
 
 REPRODUCED = "reproduced"
@@ -86,21 +86,8 @@ def require_df(membership: dict, name: str) -> None:
     that (archived runs: results/fullscale, results/memreg, ...), and read by the report it
     would take every t interval as normal and understate its p: refused, with one line
     naming the file and the first such interval."""
-    def first(d, path: str) -> str | None:
-        if isinstance(d, dict):
-            if "value" in d and d.get("lo") is not None and "df" not in d:
-                return path or "/"
-            items = d.items()
-        elif isinstance(d, list):
-            items = ((f"[{i}]", v) for i, v in enumerate(d))
-        else:
-            return None
-        for k, v in items:
-            hit = first(v, f"{path}/{k}" if not str(k).startswith("[") else f"{path}{k}")
-            if hit:
-                return hit
-        return None
-    where = first(membership, "")
+    where = next((path or "/" for path, rec in interval_records(membership)
+                  if rec["lo"] is not None and "df" not in rec), None)
     if where:
         raise InputError(f"{name}: the interval at {where} has no 'df' (its quantile's degrees "
                          "of freedom): the file predates it; re-run the attack stage (dvc "
