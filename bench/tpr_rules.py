@@ -318,7 +318,15 @@ def main() -> None:
                                               table(a.with_store, f, truth)]), f))
         return
     if a.select_cells or a.confirm:
+        if a.confirm:  # tpr32_twoway_20draws_plan.md: the store checks decide too
+            check_store(a.store)
         tabs = {f: table(a.store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
+        if a.confirm:
+            short = [(f, k) for f, t in tabs.items() for k, x in t[a.confirm].items()
+                     if x["runs"] != SECOND_RUNS]
+            if short:
+                raise SystemExit(f"{a.store}: {a.confirm}'s cells without {SECOND_RUNS} finite "
+                                 f"intervals (figure, cell): {short}")
         for f, t in tabs.items():
             print(markdown(t, a.store, f))
         if a.select_cells:

@@ -244,6 +244,16 @@ def test_the_second_plans_store_checks_refuse_what_it_cannot_pool(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "C1 confirms again: " in out.stdout and "1000 runs pooled" in out.stdout
     assert "against the common truth" in out.stdout
+    # --confirm runs the store checks first (tpr32_twoway_20draws_plan.md): a store cut short
+    # is one line; seed 29's whole store gives the first plan's decision (it did not confirm)
+    short = copy("short", lambda ls: ls[:-1])
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "tpr_rules.py"), str(short),
+                          "--confirm", "C1"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.strip().endswith("the plan needs 500 runs 0..499, each once, and 1000 truth rows")
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "tpr_rules.py"), str(s29),
+                          "--confirm", "C1"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip().endswith("C1 confirms: False")
 
 
 @pytest.mark.slow
