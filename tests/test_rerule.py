@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, load_script
 
-FULL = ROOT / "results/fullscale/results/membership.json"
+FULL = ROOT / "results/fullscale_908761f/results/membership.json"
 
 
 def test_the_records_own_rule_gives_back_every_recorded_interval():
@@ -39,7 +39,7 @@ def test_a_rule_the_record_cannot_give_is_one_line():
 
 
 def test_the_committed_full_scale_sum_companion_is_the_tools_output(tmp_path):
-    """results/fullscale/tpr_rerule_sum.md (README's companion to the full-scale TPR
+    """results/fullscale_908761f/tpr_rerule_sum.md (README's companion to the full-scale TPR
     intervals, which predate twoway and cannot be re-ruled under it) is what
     tools/rerule.py --rule sum writes from the committed records, byte for byte."""
     import subprocess
@@ -48,11 +48,11 @@ def test_the_committed_full_scale_sum_companion_is_the_tools_output(tmp_path):
     from conftest import ROOT
     out = tmp_path / "sum.md"
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "rerule.py"),
-                          "results/fullscale/results/membership.json", "--rule", "sum",
+                          "results/fullscale_908761f/results/membership.json", "--rule", "sum",
                           "--md", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert out.read_bytes() == (ROOT / "results" / "fullscale" / "tpr_rerule_sum.md").read_bytes()
+    assert out.read_bytes() == (ROOT / "results" / "fullscale_908761f" / "tpr_rerule_sum.md").read_bytes()
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "rerule.py"),
-                          "results/fullscale/results/membership.json", "--rule", "twoway"],
+                          "results/fullscale_908761f/results/membership.json", "--rule", "twoway"],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode != 0 and "has no both SD, which rule twoway needs" in res.stderr

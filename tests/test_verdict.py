@@ -299,8 +299,8 @@ def test_a_membership_file_whose_intervals_carry_no_df_is_refused_by_the_report(
     from conftest import ROOT
     ours = json.loads((ROOT / "results" / "membership.json").read_text())
     require_df(ours, "results/membership.json")
-    old = ROOT / "results" / "fullscale" / "results" / "membership.json"
-    with pytest.raises(InputError, match=r"fullscale/results/membership.json: the interval at "
+    old = ROOT / "results" / "fullscale_908761f" / "results" / "membership.json"
+    with pytest.raises(InputError, match=r"fullscale_908761f/results/membership.json: the interval at "
                        r"/arms/batchnorm/auc_all has no 'df'.*dvc repro attack"):
         require_df(json.loads(old.read_text()), str(old))
     bad = copy.deepcopy(ours)
