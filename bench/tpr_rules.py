@@ -271,6 +271,58 @@ def pooled_markdown(tab: dict, fig: str) -> str:
     return "\n".join([f"{fig}, {n} runs pooled.", "", *_rows(tab)]) + "\n"
 
 
+def spread(store: Path, fig: str, rule: str = "C1") -> dict:
+    """How well `rule`'s SD is known on a store, per cell (one arm, the difference): the
+    spread of the points over the runs (the SD the interval should carry), the mean of the
+    rule's SD over that, the relative SD of the rule's SD (its run-to-run spread), how
+    often twoway's floor at V_p binds, and the upper bound's one-sided coverage."""
+    _, rec, _ = load(store)
+    truth = load(store)[0]
+    out = {}
+    for cell, key in (("one_arm", f"{fig}_a"), ("difference", f"{fig}_d")):
+        r = rec[key]
+        sd = np.sqrt(variance(r, rule))
+        true_sd = float(np.std(r[:, 0], ddof=1))
+        vp, vs, vb = r[:, 1], r[:, 2], r[:, 3]
+        hi = r[:, 0] + Z * sd
+        out[cell] = {"sd_points": true_sd, "mean_sd_ratio": float(sd.mean() / true_sd),
+                     "sd_rel_spread": float(sd.std(ddof=1) / sd.mean()),
+                     "floor_binds": float((2 * (vp + vs) - vb < vp).mean()),
+                     "upper_covers": float((hi >= truth[key]).mean())}
+    return out
+
+
+def beside_markdown(store: Path, others: list[Path], rule: str = "C1") -> str:
+    """tpr32_twoway_20draws_plan.md's figures reported beside its decision (deciding
+    nothing): `rule`'s cells on `store` and on each of `others`, its width against theirs,
+    the spread of its SD, the floor and the upper bound; C3 and C6 on `store`."""
+    figs = ("tpr_low_all", "tpr_vlow_all")
+    L = [f"`{rule}` on `{store}` beside " + ", ".join(f"`{o}`" for o in others) + 
+         " (each against its own truth; deciding nothing).", "",
+         "| figure | cell | store | coverage [MC range] | misses below, above | mean width | "
+         "SD of points | rule SD / SD of points | rule SD's relative spread | floor binds | "
+         "upper bound covers |", "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for f in figs:
+        for st in [store, *others]:
+            tab, sp = table(st, f), spread(st, f, rule)
+            for cell in ("one_arm", "difference"):
+                c, q = tab[rule][cell], sp[cell]
+                L.append(f"| {f} | {cell} | `{st.name}` | {c['coverage']:.3f} [{c['mc_range'][0]:.3f}, "
+                         f"{c['mc_range'][1]:.3f}] | {c['miss_below']:.3f}, {c['miss_above']:.3f} | "
+                         f"{c['mean_width']:.5f} | {q['sd_points']:.5f} | {q['mean_sd_ratio']:.3f} | "
+                         f"{q['sd_rel_spread']:.3f} | {q['floor_binds']:.3f} | {q['upper_covers']:.3f} |")
+    L += ["", f"C3 (`sum`) and C6 (`pairs_t`) on `{store}`:", "",
+          "| figure | rule | one arm: coverage / width | difference: coverage / width |",
+          "|---|---|---|---|"]
+    for f in figs:
+        tab = table(store, f)
+        for r in ("C3", "C6"):
+            a, d = tab[r]["one_arm"], tab[r]["difference"]
+            L.append(f"| {f} | {r} | {a['coverage']:.3f} / {a['mean_width']:.5f} | "
+                     f"{d['coverage']:.3f} / {d['mean_width']:.5f} |")
+    return "\n".join(L) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("store", type=Path)
@@ -283,6 +335,9 @@ def main() -> None:
     ap.add_argument("--confirm-again", metavar="RULE", help="tpr32_rules_second_plan.md: "
                     "RULE over this store pooled with --with (the first confirmation's store)")
     ap.add_argument("--with", dest="with_store", type=Path, metavar="STORE")
+    ap.add_argument("--beside", nargs="+", type=Path, metavar="STORE", help="with --confirm: "
+                    "tpr32_twoway_20draws_plan.md's figures beside the decision, against these "
+                    "stores (the 100-draw seeds), deciding nothing")
     ap.add_argument("--common-truth", nargs=1, type=Path, metavar="STORE",
                     help="with --confirm-again: also every cell against the mean truth of "
                     "this store (seed 28's), --with's and this one's (deciding nothing)")
@@ -334,6 +389,8 @@ def main() -> None:
             print(f"selected: {rule}" + ("" if ok else " (none qualifies: closest to 0.95)"))
         if a.confirm:
             print(f"{a.confirm} confirms: {confirms(tabs, a.confirm)}")
+            if a.beside:
+                print("\n" + beside_markdown(a.store, a.beside, a.confirm))
         return
     tab = table(a.store, a.figure)
     print(markdown(tab, a.store, a.figure))

@@ -274,3 +274,39 @@ def test_todays_code_reproduces_seed_29s_stored_runs():
     got = comp._run((64, 3200, eff, kind, 100, 29 * 1_000_003, 0.3, figs))
     for k, v in run0.items():
         np.testing.assert_array_equal(np.asarray(got[k], float), np.asarray(v, float), err_msg=k)
+
+
+def test_spread_reads_the_rules_sd_against_the_points_spread(tmp_path):
+    """tpr_rules.spread (tpr32_twoway_20draws_plan.md's figures beside the decision) on a
+    store whose truth is known: points N(truth, 0.002^2) and design variances that make
+    twoway's variance exactly 0.002^2 (V_p = V_s = s^2 / 2, V_both = s^2) give an SD ratio
+    near 1, no run-to-run spread, a floor that never binds and an upper bound covering
+    about 97.5 %; V_both raised past 2 V_s makes the floor bind in every run."""
+    rules = _rules()
+    rng = np.random.default_rng(5)
+    s, n, truth = 0.002, 4000, 0.01
+
+    def store(vb: float) -> Path:
+        out = tmp_path / f"s{vb}.jsonl"
+        lines = [json.dumps({"study": "x"})]
+        for i in range(n):
+            val = {}
+            for f in ("tpr_low_all", "tpr_vlow_all"):
+                for arm in "abd":
+                    val[f"{f}_{arm}"] = [truth + s * rng.standard_normal(), s * s / 2, s * s / 2,
+                                         vb, s * s, np.nan, np.nan, np.nan]
+            lines.append(json.dumps({"kind": "run", "i": i, "value": val}))
+        out.write_text("\n".join(lines) + "\n")
+        out.with_suffix(".meta.json").write_text(json.dumps({
+            "truth": {f"{f}_{arm}": truth for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"},
+            "command": "python bench/bench_tpr_components.py --n-models 64", "runs": n}))
+        return out
+    sp = rules.spread(store(s * s), "tpr_low_all")
+    for cell in ("one_arm", "difference"):
+        q = sp[cell]
+        assert q["mean_sd_ratio"] == pytest.approx(1.0, abs=0.04)
+        assert q["sd_rel_spread"] == pytest.approx(0.0, abs=1e-9) and q["floor_binds"] == 0.0
+        assert q["upper_covers"] == pytest.approx(0.975, abs=0.01)
+    sp = rules.spread(store(3 * s * s), "tpr_vlow_all")
+    assert sp["one_arm"]["floor_binds"] == 1.0
+    assert sp["one_arm"]["mean_sd_ratio"] == pytest.approx(np.sqrt(0.5), abs=0.03)
