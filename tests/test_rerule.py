@@ -56,3 +56,21 @@ def test_the_committed_full_scale_sum_companion_is_the_tools_output(tmp_path):
                           "results/fullscale_908761f/results/membership.json", "--rule", "twoway"],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode != 0 and "has no both SD, which rule twoway needs" in res.stderr
+
+
+def test_the_full_scale_runs_tpr_intervals_are_twoway_and_read_back_under_it():
+    """The full-scale run of today's rules (results/fullscale, 32 pairs): every TPR interval
+    is `twoway` (TPR_RULE_MANY_PAIRS above 8 pairs), keeps the three design SDs it reads,
+    and tools/rerule.py under twoway gives every recorded interval back."""
+    from bnmem.attack.intervals import TPR_RULE_MANY_PAIRS
+    rerule = load_script("tools/rerule.py")
+    m = json.loads((ROOT / "results/fullscale/results/membership.json").read_text())
+    assert int(m["pairs"]) == 32 and TPR_RULE_MANY_PAIRS == "twoway"
+    recs = list(rerule.intervals(m))
+    assert len(recs) >= 40
+    assert {r["rule"] for _, r in recs} == {"twoway"}
+    assert all({"pairs", "samples", "both"} <= set(r["sd"]) for _, r in recs)
+    rows = rerule.rerule(m, "twoway")
+    assert len(rows) == len(recs)
+    for r in rows:
+        assert r["after"] == pytest.approx(r["before"], rel=1e-12, abs=1e-15), r["figure"]
