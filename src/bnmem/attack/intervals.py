@@ -447,10 +447,11 @@ READS = ("one", "equal", "common", "overlap")
 # bench/results/tpr32_rules_plan.md selected (seed 28) and seed 29 missed confirming by 0.002
 # in one cell; a second plan, fixed before its runs (tpr32_rules_second_plan.md), confirmed it
 # on seed 34 pooled with seed 29: 0.959 / 0.962 one arm at FPR 1e-3 / 1e-4, 0.952 / 0.957
-# paired (tpr32_rules_seed34.md), one setup at 100 draws per design (fewer draws, e.g. the
-# full-scale recipe's 20, not simulated); its misses lean below the truth (upper bound about
-# 0.969 one-sided at 1e-3). 9-31 pairs are not simulated (between simulated points at 1e-3
-# only), nor more than 32.
+# paired (tpr32_rules_seed34.md), one setup at 100 draws per design; at the full-scale
+# recipe's 20 draws a third plan (tpr32_twoway_20draws_plan.md, seed 35) found it covering
+# 0.940 / 0.940 at 1e-3 and 0.960 / 0.962 at 1e-4 (one arm / paired), the same setup; its
+# misses lean below the truth (upper bound about 0.969 one-sided at 1e-3). 9-31 pairs are
+# not simulated (between simulated points at 1e-3 only), nor more than 32.
 TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = "twoway"
 
