@@ -174,3 +174,29 @@ def test_lower_median_is_torch_median_and_nan_propagates():
     assert lower_median(v) == float(torch.tensor(v, dtype=torch.float64).median())
     assert np.isnan(lower_median([0.1, float("nan"), 0.3]))
     assert np.isnan(float(torch.tensor([0.1, float("nan"), 0.3]).median()))
+
+
+def test_gamma_push_in_chunks_equals_one_pass(tmp_path, one_torch_thread):
+    """bnmem.train.target_metrics.gamma_push sums the mean loss's gamma gradient over chunks
+    (bounded memory: bench/bench_gamma_push.py) and equals the one-pass reference up to
+    float64 rounding, for chunks that split every group unevenly, a chunk larger than a
+    group, and one sample a chunk; a group's sign is the push's, so flipped samples (which
+    the model has not fit) differ from clean ones."""
+    import math
+
+    from bnmem.data.pool import tensors
+    from bnmem.train.target import train_target
+    from bnmem.train.target_metrics import gamma_push
+    from conftest import tiny_target
+    cfg, pool, test = tiny_target(tmp_path, 96, 32, flipped=12)
+    model, _, _ = train_target(cfg, "batchnorm", pool, test)
+    x, _ = tensors(pool, cfg.dataset)
+    masks = {"clean": pool["kind"] == 0, "flipped": pool["kind"] == 1}
+    ref = gamma_push(model, x, pool["y_train"], masks, chunk=None)
+    assert set(ref) and all(set(v) == {"clean", "flipped"} for v in ref.values())
+    for chunk in (7, 1000, 1):
+        got = gamma_push(model, x, pool["y_train"], masks, chunk=chunk)
+        for layer, groups in ref.items():
+            for group, value in groups.items():
+                assert math.isclose(got[layer][group], value, rel_tol=1e-6, abs_tol=1e-12), (chunk, layer, group)
+    assert any(v["clean"] != v["flipped"] for v in ref.values())

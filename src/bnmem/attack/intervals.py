@@ -450,8 +450,11 @@ READS = ("one", "equal", "common", "overlap")
 # paired (tpr32_rules_seed34.md), one setup at 100 draws per design; at the full-scale
 # recipe's 20 draws a third plan (tpr32_twoway_20draws_plan.md, seed 35) found it covering
 # 0.940 / 0.940 at 1e-3 and 0.960 / 0.962 at 1e-4 (one arm / paired), the same setup; its
-# misses lean below the truth (upper bound about 0.969 one-sided at 1e-3). 9-31 pairs are
-# not simulated (between simulated points at 1e-3 only), nor more than 32.
+# misses lean below the truth (upper bound about 0.969 one-sided at 1e-3, 0.964-0.966 at 20
+# draws). Where its floor at V_p binds it under-covers (0.78-0.96 over the four seeds, a
+# split made after the reads), and it binds in 32 of the full-scale run's 55 TPR intervals:
+# a rule for that case needs its own plan. 9-31 pairs are not simulated (between simulated
+# points at 1e-3 only), nor more than 32.
 TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = "twoway"
 

@@ -77,11 +77,21 @@ def epochs_to(history: list[dict], key: str, level: float) -> int | None:
     return None
 
 
-def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+# samples per float64 forward and backward in gamma_push: all 56 400 clean samples of the
+# full-scale pool at once held 13.5 GiB (train@batchnorm, results/fullscale/timing.md);
+# bench/bench_gamma_push.py measures both
+GAMMA_PUSH_CHUNK = 2048
+
+
+def gamma_push(model, x, y, masks: dict[str, np.ndarray],
+               chunk: int | None = GAMMA_PUSH_CHUNK) -> dict[str, dict[str, float]]:
     """Per BN layer and sample group: -mean_i dl_i/dgamma (mean over channels), eval mode.
 
     Positive means an SGD step on those samples pushes the layer's gamma *up* (the paper's
     self-reinforcing loop); the value is per sample, so groups of different size compare.
+    The mean's gradient is summed over chunks of `chunk` samples (each chunk's summed loss
+    over the group's size), so memory is bounded by a chunk; None: one pass over the group
+    (the reference path; equal up to float64 rounding, tested).
     """
     out: dict[str, dict[str, float]] = {}
     # a float32 model in float64 on a copy, rounded to float32: PyTorch's float32
@@ -97,8 +107,18 @@ def gamma_push(model, x, y, masks: dict[str, np.ndarray]) -> dict[str, dict[str,
         if idx.size == 0:
             continue
         # the gradients of the gammas alone (no weight gradient of any other layer)
-        loss = F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean")
-        for (name, _), grad in zip(layers, torch.autograd.grad(loss, gammas)):
+        if chunk is None:
+            loss = F.cross_entropy(model(x[idx]), torch.as_tensor(y[idx]), reduction="mean")
+            grads = torch.autograd.grad(loss, gammas)
+        else:
+            grads = [torch.zeros_like(g) for g in gammas]
+            for start in range(0, idx.size, chunk):
+                part = idx[start:start + chunk]
+                loss = F.cross_entropy(model(x[part]), torch.as_tensor(y[part]),
+                                       reduction="sum") / idx.size
+                for total, g in zip(grads, torch.autograd.grad(loss, gammas)):
+                    total += g
+        for (name, _), grad in zip(layers, grads):
             g = -grad.mean()
             out.setdefault(name.replace(".", "_"), {})[group] = float(g.float() if single else g)
     return out
