@@ -276,8 +276,7 @@ def spread(store: Path, fig: str, rule: str = "C1") -> dict:
     spread of the points over the runs (the SD the interval should carry), the mean of the
     rule's SD over that, the relative SD of the rule's SD (its run-to-run spread), how
     often twoway's floor at V_p binds, and the upper bound's one-sided coverage."""
-    _, rec, _ = load(store)
-    truth = load(store)[0]
+    truth, rec, _ = load(store)
     out = {}
     for cell, key in (("one_arm", f"{fig}_a"), ("difference", f"{fig}_d")):
         r = rec[key]
@@ -297,8 +296,8 @@ def beside_markdown(store: Path, others: list[Path], rule: str = "C1") -> str:
     nothing): `rule`'s cells on `store` and on each of `others`, its width against theirs,
     the spread of its SD, the floor and the upper bound; C3 and C6 on `store`."""
     figs = ("tpr_low_all", "tpr_vlow_all")
-    L = [f"`{rule}` on `{store}` beside " + ", ".join(f"`{o}`" for o in others) + 
-         " (each against its own truth; deciding nothing).", "",
+    L = [f"`{rule}` on `{store}` beside " + ", ".join(f"`{o}`" for o in others)
+         + " (each against its own truth; deciding nothing).", "",
          "| figure | cell | store | coverage [MC range] | misses below, above | mean width | "
          "SD of points | rule SD / SD of points | rule SD's relative spread | floor binds | "
          "upper bound covers |", "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|"]

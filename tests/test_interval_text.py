@@ -310,3 +310,33 @@ def test_spread_reads_the_rules_sd_against_the_points_spread(tmp_path):
     sp = rules.spread(store(3 * s * s), "tpr_vlow_all")
     assert sp["one_arm"]["floor_binds"] == 1.0
     assert sp["one_arm"]["mean_sd_ratio"] == pytest.approx(np.sqrt(0.5), abs=0.03)
+
+
+def test_the_reports_twoway_figures_come_from_the_stores():
+    """The report's twoway sentences (_tpr_rule_text, _COVERAGE_TEXT): the 20-draw range is
+    seed 35's four C1 cells, and the floored-case range is C1's coverage over the runs whose
+    floor at V_p binds, lowest and highest cell over seeds 28, 29, 34 and 35 (TPR at 1e-3
+    and 1e-4, one arm and paired), each against its store's own truth."""
+    from bnmem.report.markdown import _COVERAGE_TEXT, _tpr_rule_text
+    rules = _rules()
+    res = ROOT / "results"
+    s35 = res / "tpr32_components_20draws_seed35.jsonl"
+    cells = [rules.table(s35, f)["C1"][k]["coverage"] for f in ("tpr_low_all", "tpr_vlow_all")
+             for k in ("one_arm", "difference")]
+    twenty = f"{min(cells):.3f}-{max(cells):.3f}"
+    floored = []
+    for store in [res / f"tpr32_components_seed{s}.jsonl" for s in (28, 29, 34)] + [s35]:
+        truth, rec, pairs = rules.load(store)
+        for f in ("tpr_low_all", "tpr_vlow_all"):
+            for arm in ("a", "d"):
+                r = rec[f"{f}_{arm}"]
+                binds = 2 * (r[:, 1] + r[:, 2]) - r[:, 3] < r[:, 1]
+                lo, hi = rules.one_arm(r, "C1", pairs)  # the difference reads its own record
+                hit = (lo <= truth[f"{f}_{arm}"]) & (truth[f"{f}_{arm}"] <= hi)
+                floored.append(hit[binds].mean())
+    span = f"{min(floored):.2f}-{max(floored):.2f}"
+    assert (twenty, span) == ("0.940-0.962", "0.78-0.96")
+    text = _tpr_rule_text("twoway")
+    assert f"{twenty} from 20 draws" in text and f"({span} over those seeds" in text
+    coverage = " ".join(_COVERAGE_TEXT.split())
+    assert f"{twenty} at 20 draws" in coverage and f"under-covers, {span})" in coverage
