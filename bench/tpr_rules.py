@@ -14,6 +14,11 @@ store keeps, bnmem.attack.intervals.IntervalPlan.variances):
   C4 both on the square-root scale, difference by MOVER; C5 percentiles of the joint draws;
   C6 pairs-only with t(P - 1); C7 twoway on the square-root scale, difference by MOVER;
   C8 jacksum (V_j + V_s).
+The floored case (bench/results/tpr32_floor_plan.md; tw = 2 (V_p + V_s) - V_b): C1 beside
+  C2; C9 max(tw, V_p + V_s / 2); C10 max(tw, V_p + V_s); C11 tw where tw >= V_p, else V_b.
+
+    python bench/tpr_rules.py --select-floor
+    python bench/tpr_rules.py results/tpr32_components_20draws_seed36.jsonl --confirm-floor RULE
 """
 from __future__ import annotations
 
@@ -54,8 +59,25 @@ def load(store: Path) -> tuple[dict, dict[str, np.ndarray], int]:
     return meta["truth"], {k: np.array(v, float) for k, v in recs.items()}, pairs
 
 
+FLOOR_CANDIDATES = ("C1", "C2", "C9", "C10", "C11")  # tpr32_floor_plan.md
+FLOOR_SIMPLE = {"C1": 1, "C10": 2, "C11": 3, "C2": 4, "C9": 5}
+FLOOR_G100 = tuple(f"results/tpr32_components_seed{s}.jsonl" for s in (28, 29, 34))
+FLOOR_G20 = ("results/tpr32_components_20draws_seed35.jsonl",)
+FIGS2 = ("tpr_low_all", "tpr_vlow_all")
+CELLS = (("one_arm", "a"), ("difference", "d"))
+
+
+def floor_binds(r: np.ndarray) -> np.ndarray:
+    """Runs where C1's (twoway's) floor at V_p binds: 2 (V_p + V_s) - V_b < V_p."""
+    return 2 * (r[:, 1] + r[:, 2]) - r[:, 3] < r[:, 1]
+
+
 def variance(r: np.ndarray, rule: str) -> np.ndarray:
     vp, vs, vb, vj = r[:, 1], r[:, 2], r[:, 3], r[:, 4]
+    tw = 2 * (vp + vs) - vb
+    if rule in ("C9", "C10", "C11"):
+        return {"C9": np.maximum(tw, vp + vs / 2), "C10": np.maximum(tw, vp + vs),
+                "C11": np.where(tw >= vp, tw, vb)}[rule]
     return {"C0": vb, "C4": vb, "C3": vp + vs, "C8": vj + vs,
             "C1": np.maximum(2 * (vp + vs) - vb, vp), "C7": np.maximum(2 * (vp + vs) - vb, vp),
             "C2": np.maximum(2 * (vp + vs) - vb, np.maximum(vp, vs))}[rule]
@@ -118,6 +140,102 @@ def table(store: Path, fig: str = "tpr_low_all", truth: dict | None = None) -> d
     return {rule: {"one_arm": score(*one_arm(ra, rule, pairs), truth[f"{fig}_a"]),
                    "difference": score(*difference(ra, rb, rd, rule, pairs), truth[f"{fig}_d"])}
             for rule in CANDIDATES}
+
+
+def floor_scores(store: Path, fig: str, rules=FLOOR_CANDIDATES) -> dict:
+    """{rule: {cell: {"all": score, "floored": score}}} on one store, each run against the
+    store's own truth; "floored": the runs where C1's floor binds in that cell's record (the
+    same runs for every rule). The difference reads its own record (a - b), as C1-C3 do."""
+    truth, rec, pairs = load(store)
+    out = {}
+    for rule in rules:
+        out[rule] = {}
+        for cell, arm in CELLS:
+            r = rec[f"{fig}_{arm}"]
+            lo, hi = one_arm(r, rule, pairs)
+            t = truth[f"{fig}_{arm}"]
+            m = floor_binds(r)
+            out[rule][cell] = {"all": score(lo, hi, t), "floored": score(lo[m], hi[m], t)}
+    return out
+
+
+def _pool_scores(cells: list[dict]) -> dict:
+    n = sum(c["runs"] for c in cells)
+    hit = sum(round(c["coverage"] * c["runs"]) for c in cells)
+    out = {"coverage": hit / n if n else float("nan"), "mc_range": wilson(hit / n, n) if n else None,
+           "runs": n}
+    for k in ("mean_width", "miss_below", "miss_above"):
+        out[k] = sum(c[k] * c["runs"] for c in cells if c["runs"]) / n if n else float("nan")
+    return out
+
+
+def floor_groups(groups: dict[str, list[Path]], rules=FLOOR_CANDIDATES) -> dict:
+    """tpr32_floor_plan.md's selection figures: {"groups": {group: {fig: {rule: {cell:
+    score}}}}, "floored": {fig: {rule: {cell: score}}}}; each group's stores pooled run by
+    run (all runs), and the floored runs pooled over every store of every group."""
+    per = {g: {st: {f: floor_scores(Path(st), f, rules) for f in FIGS2} for st in stores}
+           for g, stores in groups.items()}
+    out = {"groups": {}, "floored": {}}
+    for g, by in per.items():
+        out["groups"][g] = {f: {r: {c: _pool_scores([by[st][f][r][c]["all"] for st in by])
+                                    for c, _ in CELLS} for r in rules} for f in FIGS2}
+    every = [t for by in per.values() for t in by.values()]
+    out["floored"] = {f: {r: {c: _pool_scores([t[f][r][c]["floored"] for t in every])
+                              for c, _ in CELLS} for r in rules} for f in FIGS2}
+    return out
+
+
+def select_floor(fig: dict) -> tuple[str, bool]:
+    """tpr32_floor_plan.md's selection over floor_groups' figures: a rule qualifies when
+    every group cell covers within [0.935, 0.970] with neither tail above 0.04, and where
+    C1's floor binds every (pooled) cell covers at least 0.93; the narrowest by the mean
+    width summed over the group cells wins (ties: FLOOR_SIMPLE). ("", False) when none
+    qualifies: no rule changes."""
+    rules = list(next(iter(fig["floored"].values())))
+
+    def group_cells(r):
+        return [t[r][c] for g in fig["groups"].values() for t in g.values() for c, _ in CELLS]
+    ok = [r for r in rules
+          if all(0.935 <= x["coverage"] <= 0.970 and x["miss_below"] <= 0.04
+                 and x["miss_above"] <= 0.04 for x in group_cells(r))
+          and all(t[r][c]["coverage"] >= 0.93 for t in fig["floored"].values() for c, _ in CELLS)]
+    if not ok:
+        return "", False
+    return min(ok, key=lambda r: (sum(x["mean_width"] for x in group_cells(r)), FLOOR_SIMPLE[r])), True
+
+
+def confirms_floor(store_scores: dict, rule: str) -> bool:
+    """tpr32_floor_plan.md's confirmation ({fig: floor_scores(store, fig)}): `rule` covers
+    within [0.93, 0.97] in all four cells with neither tail above 0.04, and where C1's
+    floor binds at least 0.90 in each cell."""
+    return all(0.93 <= x["all"]["coverage"] <= 0.97 and x["all"]["miss_below"] <= 0.04
+               and x["all"]["miss_above"] <= 0.04 and x["floored"]["coverage"] >= 0.90
+               for t in store_scores.values() for x in t[rule].values())
+
+
+def floor_markdown(fig: dict) -> str:
+    """The selection figures: per group and figure, each rule's cells (coverage [MC range] /
+    width; misses below, above), then the floored runs' cells."""
+    def cellstr(x):
+        if not x["runs"]:
+            return "no runs"
+        return (f"{x['coverage']:.3f} [{x['mc_range'][0]:.3f}, {x['mc_range'][1]:.3f}] / "
+                f"{x['mean_width']:.5f}; {x['miss_below']:.3f}, {x['miss_above']:.3f}")
+    L = []
+    for g, by in fig["groups"].items():
+        for f, t in by.items():
+            n = next(iter(t.values()))["one_arm"]["runs"]
+            L += [f"{g}, {f} ({n} runs): coverage [MC range] / mean width; misses below, above", "",
+                  "| rule | one arm | difference |", "|---|---|---|"]
+            L += [f"| {r} | {cellstr(x['one_arm'])} | {cellstr(x['difference'])} |" for r, x in t.items()]
+            L.append("")
+    for f, t in fig["floored"].items():
+        runs = "/".join(str(x["runs"]) for x in next(iter(t.values())).values())
+        L += [f"Where C1's floor binds, {f} (one arm / difference runs {runs}, every store pooled):",
+              "", "| rule | one arm | difference |", "|---|---|---|"]
+        L += [f"| {r} | {cellstr(x['one_arm'])} | {cellstr(x['difference'])} |" for r, x in t.items()]
+        L.append("")
+    return "\n".join(L)
 
 
 def select(tab: dict) -> tuple[str, bool]:
@@ -324,7 +442,7 @@ def beside_markdown(store: Path, others: list[Path], rule: str = "C1") -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("store", type=Path)
+    ap.add_argument("store", type=Path, nargs="?")
     ap.add_argument("--figure", default="tpr_low_all")
     ap.add_argument("--select", action="store_true")
     ap.add_argument("--select-cells", action="store_true", help="tpr32_rules_plan.md: select "
@@ -340,7 +458,39 @@ def main() -> None:
     ap.add_argument("--common-truth", nargs=1, type=Path, metavar="STORE",
                     help="with --confirm-again: also every cell against the mean truth of "
                     "this store (seed 28's), --with's and this one's (deciding nothing)")
+    ap.add_argument("--select-floor", action="store_true", help="tpr32_floor_plan.md: the "
+                    "selection over seeds 28, 29, 34 (100 draws) and 35 (20 draws); no store")
+    ap.add_argument("--confirm-floor", metavar="RULE", help="tpr32_floor_plan.md: does RULE "
+                    "confirm on this store (store checks first)")
+    ap.add_argument("--md", type=Path, help="with --select-floor / --confirm-floor: also "
+                    "write the table here")
     a = ap.parse_args()
+    if a.select_floor:
+        fig = floor_groups({"G100 (seeds 28, 29, 34; 100 draws)": [ROOT / s for s in FLOOR_G100],
+                            "G20 (seed 35; 20 draws)": [ROOT / s for s in FLOOR_G20]})
+        rule, ok = select_floor(fig)
+        text = floor_markdown(fig) + "\n" + (f"selected: {rule}" if ok else
+                                             "selected: none qualifies (no rule changes)") + "\n"
+        print(text)
+        if a.md:
+            a.md.write_text(text)
+        return
+    if a.store is None:
+        ap.error("a store is needed (except with --select-floor)")
+    if a.confirm_floor:
+        check_store(a.store)
+        fig = floor_groups({f"`{a.store.name}`": [a.store]})
+        short = [(f, r, c) for f, t in fig["groups"][f"`{a.store.name}`"].items()
+                 for r, x in t.items() for c, v in x.items() if v["runs"] != SECOND_RUNS]
+        if short:
+            raise SystemExit(f"{a.store}: cells without {SECOND_RUNS} finite intervals: {short[:4]}")
+        scores = {f: floor_scores(a.store, f) for f in FIGS2}
+        text = (floor_markdown(fig) + "\n" + f"{a.confirm_floor} confirms: "
+                f"{confirms_floor(scores, a.confirm_floor)}\n")
+        print(text)
+        if a.md:
+            a.md.write_text(text)
+        return
     if a.confirm_again:
         if a.with_store is None:
             ap.error("--confirm-again needs --with STORE (the first confirmation's store)")

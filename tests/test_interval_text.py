@@ -340,3 +340,54 @@ def test_the_reports_twoway_figures_come_from_the_stores():
     assert f"{twenty} from 20 draws" in text and f"({span} over those seeds" in text
     coverage = " ".join(_COVERAGE_TEXT.split())
     assert f"{twenty} at 20 draws" in coverage and f"under-covers, {span})" in coverage
+
+
+def _floor_store(path: Path, rng, runs: int, s: float, truth: float, vb_hi: float) -> Path:
+    """A store whose truth is known: points N(truth, s^2); V_p = V_s = s^2 / 2 and V_b = s^2
+    (twoway exactly s^2, the floor free) in the first half of the runs, V_b = vb_hi (the
+    floor binds, C1 reads V_p = s^2 / 2 alone) in the second."""
+    lines = [json.dumps({"study": "x"})]
+    for i in range(runs):
+        vb = s * s if i < runs // 2 else vb_hi
+        val = {f"{f}_{arm}": [truth + s * rng.standard_normal(), s * s / 2, s * s / 2, vb, s * s,
+                              np.nan, np.nan, np.nan]
+               for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"}
+        lines.append(json.dumps({"kind": "run", "i": i, "value": val}))
+    path.write_text("\n".join(lines) + "\n")
+    path.with_suffix(".meta.json").write_text(json.dumps({
+        "truth": {f"{f}_{arm}": truth for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"},
+        "command": "python bench/bench_tpr_components.py --n-models 64", "runs": runs}))
+    return path
+
+
+def test_the_floor_plans_rules_where_the_truth_is_known(tmp_path):
+    """tpr32_floor_plan.md's figures on stores whose truth is known: where twoway's floor
+    binds, C1 reads V_p = s^2 / 2 alone and covers about P(|Z| < 1.96 / sqrt 2) = 0.834;
+    C10 (floored at V_p + V_s = s^2) covers about 0.95 there; C11 reads V_b (4 s^2: about
+    0.9999); where the floor is free every rule reads twoway = s^2 (0.95). Selection: C1
+    fails the floored clause, C10 qualifies, and C11 is wider, so C10 wins; confirmation
+    of C1 fails, of C10 passes."""
+    rules = _rules()
+    rng = np.random.default_rng(11)
+    s, truth = 0.002, 0.01
+    stores = [_floor_store(tmp_path / f"s{k}.jsonl", rng, 4000, s, truth, 4 * s * s) for k in range(2)]
+    sc = rules.floor_scores(stores[0], "tpr_low_all")
+    for cell in ("one_arm", "difference"):
+        assert sc["C1"][cell]["floored"]["runs"] == 2000
+        assert sc["C1"][cell]["floored"]["coverage"] == pytest.approx(0.834, abs=0.025)
+        assert sc["C10"][cell]["floored"]["coverage"] == pytest.approx(0.95, abs=0.015)
+        assert sc["C11"][cell]["floored"]["coverage"] > 0.995
+        assert sc["C9"][cell]["floored"]["coverage"] == pytest.approx(0.917, abs=0.02)  # 0.75 s^2
+        for r in rules.FLOOR_CANDIDATES:  # the free half: twoway = s^2 for every rule
+            lo, hi = rules.one_arm(rules.load(stores[0])[1]["tpr_low_all_a"][:2000], r, 32)
+            assert np.allclose(hi - lo, 2 * rules.Z * s)
+    fig = rules.floor_groups({"g": [stores[0]], "h": [stores[1]]})
+    assert fig["floored"]["tpr_low_all"]["C1"]["one_arm"]["runs"] == 4000  # pooled over stores
+    # overall C10 covers about (0.95 + 0.95) / 2, C1 about (0.95 + 0.834) / 2 = 0.89
+    assert rules.select_floor(fig) == ("C10", True)
+    scores = {f: rules.floor_scores(stores[1], f) for f in ("tpr_low_all", "tpr_vlow_all")}
+    assert rules.confirms_floor(scores, "C10") and not rules.confirms_floor(scores, "C1")
+    assert not rules.confirms_floor(scores, "C11")  # over-covers overall (about 0.975)
+    # nothing qualifies where every floored cell under-covers: no rule changes
+    tight = [_floor_store(tmp_path / "t.jsonl", rng, 2000, s, truth, 40 * s * s)]
+    assert rules.select_floor(rules.floor_groups({"g": tight}, ("C1", "C9"))) == ("", False)
