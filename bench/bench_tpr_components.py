@@ -37,8 +37,9 @@ DESIGNS = ("pairs", "samples", "both", "jackknife")
 def _run(args: tuple) -> dict:
     n_models, n, effects, kind, draws, seed, arm_rho, *rest = args
     figs = rest[0] if rest else FIGS  # (without --vlow the arguments, and so the store's
-    # fingerprint, are those of the seed-22/23 studies)
-    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
+    # fingerprint, are those of the seed-22/23 studies; without --noise-df those of seed 36's)
+    noise_df = rest[1] if len(rest) > 1 else None
+    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho, noise_df)
     p = n_models // 2
     counts, weights, seg = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                         DESIGNS)
@@ -65,7 +66,8 @@ def _run(args: tuple) -> dict:
 def _truth(args: tuple) -> np.ndarray:
     n_models, n, effects, kind, seed, arm_rho, *rest = args
     figs = rest[0] if rest else FIGS
-    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
+    noise_df = rest[1] if len(rest) > 1 else None
+    phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho, noise_df)
     p = n_models // 2
     v = draw_figures(phi, keep, kind, np.ones((1, p), np.int64), np.ones((1, n)), figs)[:, 0]
     return np.concatenate([v[0], v[1], v[0] - v[1]])
@@ -86,12 +88,18 @@ def main() -> None:
     ap.add_argument("--store", required=True)
     ap.add_argument("--vlow", action="store_true", help="TPR at FPR 1e-4 too (>= 100 000 "
                     "negatives: e.g. --n-models 64 --n 3200, the full-scale run's P = 32)")
+    ap.add_argument("--noise-df", type=float, help="Student-t noise on this many df (> 2; "
+                    "bnmem.attack.simulate.synthetic_phi): heavy-tailed non-member scores")
     a = ap.parse_args()
+    if a.noise_df is not None and not a.vlow:
+        ap.error("--noise-df needs --vlow (the figures ride in the same argument slot)")
     t0 = time.time()
     kind = sample_kinds(a.n, a.flipped, a.ood)
     eff = (0.6, 0.3)
     figs = VLOW_FIGS if a.vlow else FIGS
     extra = (figs,) if a.vlow else ()
+    if a.noise_df is not None:
+        extra = (figs, a.noise_df)
     truth_args = [(a.n_models, a.n, eff, kind, a.seed * 1_000_003 + 500_000 + s, a.arm_rho,
                    *extra) for s in range(a.truth_runs)]
     run_args = [(a.n_models, a.n, eff, kind, a.draws, a.seed * 1_000_003 + r, a.arm_rho, *extra)

@@ -48,14 +48,14 @@ def fullscale(path: Path) -> dict:
     return out
 
 
-def probe(n_models, n, effects, flipped, ood, arm_rho, draws, runs) -> dict:
+def probe(n_models, n, effects, flipped, ood, arm_rho, draws, runs, tdf=0.0) -> dict:
     kind = sample_kinds(n, flipped, ood)
     p = n_models // 2
     acc = {f"{f}_{c}": [] for f in FIGS for c in "ad"}
     t0 = time.time()
     for r in range(runs):
         seed = 90_000_000 + r
-        phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho)
+        phi, keep = simulate_run(n_models, n, effects, kind, seed, arm_rho, tdf or None)
         counts, weights, seg = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]), DESIGNS)
         f = draw_figures(phi, keep, kind, counts, weights, FIGS)
         plan = IntervalPlan("both", p, seg)
@@ -75,7 +75,8 @@ def probe(n_models, n, effects, flipped, ood, arm_rho, draws, runs) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", action="append", default=[],
-                    help="n=..,flipped=..,ood=..,effects=a:b,models=..,rho=..")
+                    help="n=..,flipped=..,ood=..,effects=a:b,models=..,rho=..,tdf=.. (Student-t "
+                    "noise on tdf df, 0: normal)")
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--fullscale", type=Path)
@@ -87,7 +88,7 @@ def main() -> None:
         cfg = {"n_models": int(kv.get("models", 64)), "n": int(kv.get("n", 3200)),
                "effects": tuple(float(x) for x in kv.get("effects", "0.6:0.3").split(":")),
                "flipped": float(kv.get("flipped", 0.1)), "ood": float(kv.get("ood", 0.0)),
-               "arm_rho": float(kv.get("rho", 0.3))}
+               "arm_rho": float(kv.get("rho", 0.3)), "tdf": float(kv.get("tdf", 0))}
         res = probe(**cfg, draws=a.draws, runs=a.runs)
         print(json.dumps({"config": c, **res}), flush=True)
 

@@ -52,3 +52,27 @@ def test_the_matched_simulation_shares_noise_within_the_measured_range():
     assert min(arms) - 0.03 <= np.mean(sim_arm) <= max(arms)
     assert min(adjacent) <= np.mean(sim_adj) <= max(adjacent)
     assert np.mean(sim_arm) == pytest.approx(0.3, abs=0.05)  # the parameter is what it says
+
+
+def test_student_t_noise_has_unit_variance_heavier_tails_and_leaves_the_default_alone():
+    """synthetic_phi's noise_df: None draws what the simulator always drew (the same bits);
+    Student-t keeps unit variance (on 6 df, pooled over samples, with no model noise and no
+    membership effect) and on 3 df puts far more mass beyond 4 sd than the normal; a df of 2
+    or less (infinite variance) is refused in one line."""
+    a, ka = synthetic_phi(8, 400, 1, 0.5, 3, arm_effects=(0.5, 0.2), arm_rho=0.3)
+    b, kb = synthetic_phi(8, 400, 1, 0.5, 3, arm_effects=(0.5, 0.2), arm_rho=0.3, noise_df=None)
+    assert np.array_equal(a, b) and np.array_equal(ka, kb)
+    rng = np.random.default_rng([9, 0x51A])
+    rng.normal(0, 2, 4000)
+    s2 = rng.uniform(0.5, 1.5, 4000) ** 2  # each sample's noise scale, as synthetic_phi draws it
+    tails = {}
+    for df in (None, 6.0, 3.0):
+        phi, _ = synthetic_phi(64, 4000, 1, 0.0, 9, model_sd=0.0, noise_df=df)
+        x = phi[0, :, :, 0]
+        z = (x - x.mean(axis=0)) / np.sqrt(s2)
+        tails[df] = float((np.abs(z) > 4).mean())
+        if df != 3.0:  # a finite fourth moment: the pooled variance is stable
+            assert (z ** 2).sum() / (63 * 4000) == pytest.approx(1.0, abs=0.02)
+    assert tails[3.0] > 5 * tails[None]
+    with pytest.raises(ValueError, match="noise_df: 2.0; valid: None or a number > 2"):
+        synthetic_phi(4, 10, 1, 0.5, 0, noise_df=2.0)

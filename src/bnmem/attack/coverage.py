@@ -70,9 +70,10 @@ def draw_figures(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np
 
 
 def simulate_run(n_models: int, n: int, effects: tuple[float, float], kind: np.ndarray,
-              seed: int, arm_rho: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+              seed: int, arm_rho: float = 1.0, noise_df: float | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
     return synthetic_phi(n_models, n, 1, 0.0, seed, arm_effects=effects, kind=kind,
-                         arm_rho=arm_rho)
+                         arm_rho=arm_rho, noise_df=noise_df)
 
 
 def truth_row(args: tuple) -> np.ndarray:

@@ -13,17 +13,29 @@ import numpy as np
 from bnmem.core.keep import keep_matrix
 
 
+def _noise(rng: np.random.Generator, shape: tuple, df: float | None) -> np.ndarray:
+    """Unit-variance noise: normal, or Student-t on `df` df scaled by sqrt((df - 2) / df)."""
+    if df is None:
+        return rng.normal(size=shape)
+    return rng.standard_t(df, shape) * np.sqrt((df - 2) / df)
+
+
 def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
                   model_sd: float = 0.3, arm_effects: tuple[float, ...] | None = None,
-                  kind: np.ndarray | None = None, arm_rho: float = 1.0
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  kind: np.ndarray | None = None, arm_rho: float = 1.0,
+                  noise_df: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(phi [arms, m, N, Q] float64, keep [m, N]) with complementary pairs (the shadow
     stage's keep matrix). One arm per entry of `arm_effects` (default: (effect,)); the
     arms share keep and samples, and their models' noise (per-sample noise, shift,
     strength) is correlated `arm_rho` between arms: 1 shares it all; real shadows of two
     arms with the same seed correlate about 0.3 (bench/results/noise_structure.md).
     With `kind` [N], flipped (1) and OOD (2) samples sit 3 lower (hard: wrong unless
-    memorized) and get a 3x larger membership effect, as a memorized outlier would."""
+    memorized) and get a 3x larger membership effect, as a memorized outlier would.
+    `noise_df`: each (model, sample, query) noise Student-t on that many df (> 2), scaled
+    to unit variance, instead of normal: heavy tails in the non-members' scores (None: the
+    normal draws, bit for bit as before)."""
+    if noise_df is not None and not noise_df > 2:
+        raise ValueError(f"noise_df: {noise_df!r}; valid: None or a number > 2 (unit variance)")
     rng = np.random.default_rng([seed, 0x51A])
     keep = keep_matrix(n_models, n, seed)
     loc, spread = rng.normal(0, 2, n), rng.uniform(0.5, 1.5, n)
@@ -33,7 +45,7 @@ def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
         loc, d = np.where(hard, loc - 3.0, loc), np.where(hard, 3.0 * d, d)
     strength = rng.normal(1, model_sd, (n_models, 1, 1))
     shift = rng.normal(0, model_sd, (n_models, 1, 1))
-    noise = rng.normal(size=(n_models, n, queries))
+    noise = _noise(rng, (n_models, n, queries), noise_df)
     arms = (effect,) if arm_effects is None else arm_effects
     out = []
     for j, e in enumerate(arms):
@@ -43,7 +55,7 @@ def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
             a, c = np.sqrt(arm_rho), np.sqrt(1 - arm_rho)  # loadings: correlation arm_rho
             st = 1 + a * (strength - 1) + c * own.normal(0, model_sd, strength.shape)
             sh = a * shift + c * own.normal(0, model_sd, shift.shape)
-            no = a * noise + c * own.normal(size=noise.shape)
+            no = a * noise + c * _noise(own, noise.shape, noise_df)
         out.append(loc[None, :, None] + sh + spread[None, :, None] * no
                    + e * st * (d * keep)[..., None])
     return np.stack(out), keep
