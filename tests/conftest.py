@@ -24,8 +24,7 @@ ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COM
 def load_script(relpath: str):
     """A script of the repository that is no package module (tools/, bench/), imported from
     its file under its stem's name; its folder goes on sys.path (last, so it shadows nothing),
-    as running it would
-    (bench scripts import bench/lscpu.py)."""
+    as running it would (bench scripts import bench/lscpu.py)."""
     import importlib.util
     path = ROOT / relpath
     if str(path.parent) not in sys.path:
