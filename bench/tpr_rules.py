@@ -15,7 +15,8 @@ store keeps, bnmem.attack.intervals.IntervalPlan.variances):
   C6 pairs-only with t(P - 1); C7 twoway on the square-root scale, difference by MOVER;
   C8 jacksum (V_j + V_s).
 The floored case (bench/results/tpr32_floor_plan.md; tw = 2 (V_p + V_s) - V_b): C1 beside
-  C2; C9 max(tw, V_p + V_s / 2); C10 max(tw, V_p + V_s); C11 tw where tw >= V_p, else V_b.
+  C2; C9 max(tw, V_p + V_s / 2); C10 max(tw, V_p + V_s); C11 tw where tw >= V_p, else V_b;
+  beside, deciding nothing: C12 tw where tw >= V_p, else V_p + V_s.
 
     python bench/tpr_rules.py --select-floor
     python bench/tpr_rules.py results/tpr32_components_20draws_seed36.jsonl --confirm-floor RULE
@@ -61,6 +62,8 @@ def load(store: Path) -> tuple[dict, dict[str, np.ndarray], int]:
 
 FLOOR_CANDIDATES = ("C1", "C2", "C9", "C10", "C11")  # tpr32_floor_plan.md
 FLOOR_SIMPLE = {"C1": 1, "C10": 2, "C11": 3, "C2": 4, "C9": 5}
+FLOOR_BESIDE = ("C12",)  # tw where tw >= V_p, else V_p + V_s: looked at after the selection
+# (tpr32_floor_plan.md), reported beside on later stores, deciding nothing
 FLOOR_G100 = tuple(f"results/tpr32_components_seed{s}.jsonl" for s in (28, 29, 34))
 FLOOR_G20 = ("results/tpr32_components_20draws_seed35.jsonl",)
 FIGS2 = ("tpr_low_all", "tpr_vlow_all")
@@ -75,9 +78,9 @@ def floor_binds(r: np.ndarray) -> np.ndarray:
 def variance(r: np.ndarray, rule: str) -> np.ndarray:
     vp, vs, vb, vj = r[:, 1], r[:, 2], r[:, 3], r[:, 4]
     tw = 2 * (vp + vs) - vb
-    if rule in ("C9", "C10", "C11"):
+    if rule in ("C9", "C10", "C11", "C12"):
         return {"C9": np.maximum(tw, vp + vs / 2), "C10": np.maximum(tw, vp + vs),
-                "C11": np.where(tw >= vp, tw, vb)}[rule]
+                "C11": np.where(tw >= vp, tw, vb), "C12": np.where(tw >= vp, tw, vp + vs)}[rule]
     return {"C0": vb, "C4": vb, "C3": vp + vs, "C8": vj + vs,
             "C1": np.maximum(2 * (vp + vs) - vb, vp), "C7": np.maximum(2 * (vp + vs) - vb, vp),
             "C2": np.maximum(2 * (vp + vs) - vb, np.maximum(vp, vs))}[rule]
@@ -479,14 +482,19 @@ def main() -> None:
         ap.error("a store is needed (except with --select-floor)")
     if a.confirm_floor:
         check_store(a.store)
-        fig = floor_groups({f"`{a.store.name}`": [a.store]})
+        fig = floor_groups({f"`{a.store.name}`": [a.store]}, FLOOR_CANDIDATES + FLOOR_BESIDE)
         short = [(f, r, c) for f, t in fig["groups"][f"`{a.store.name}`"].items()
                  for r, x in t.items() for c, v in x.items() if v["runs"] != SECOND_RUNS]
         if short:
             raise SystemExit(f"{a.store}: cells without {SECOND_RUNS} finite intervals: {short[:4]}")
         scores = {f: floor_scores(a.store, f) for f in FIGS2}
-        text = (floor_markdown(fig) + "\n" + f"{a.confirm_floor} confirms: "
-                f"{confirms_floor(scores, a.confirm_floor)}\n")
+        _, rec, _ = load(a.store)
+        ratios = ", ".join(f"{k} {np.median(rec[k][:, 3] / (rec[k][:, 1] + rec[k][:, 2])):.2f}"
+                           f" (binds {floor_binds(rec[k]).mean():.3f})"
+                           for f in FIGS2 for k in (f"{f}_a", f"{f}_d"))
+        text = (floor_markdown(fig) + "\n" + f"Median V_b / (V_p + V_s) (and how often C1's "
+                f"floor binds): {ratios}.\n\n" + f"{a.confirm_floor} confirms: "
+                f"{confirms_floor(scores, a.confirm_floor)} (C12 decides nothing)\n")
         print(text)
         if a.md:
             a.md.write_text(text)

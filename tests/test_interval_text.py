@@ -378,9 +378,15 @@ def test_the_floor_plans_rules_where_the_truth_is_known(tmp_path):
         assert sc["C10"][cell]["floored"]["coverage"] == pytest.approx(0.95, abs=0.015)
         assert sc["C11"][cell]["floored"]["coverage"] > 0.995
         assert sc["C9"][cell]["floored"]["coverage"] == pytest.approx(0.917, abs=0.02)  # 0.75 s^2
-        for r in rules.FLOOR_CANDIDATES:  # the free half: twoway = s^2 for every rule
+        for r in rules.FLOOR_CANDIDATES + rules.FLOOR_BESIDE:  # the free half: twoway = s^2
             lo, hi = rules.one_arm(rules.load(stores[0])[1]["tpr_low_all_a"][:2000], r, 32)
             assert np.allclose(hi - lo, 2 * rules.Z * s)
+    sc12 = rules.floor_scores(stores[0], "tpr_low_all", ("C10", "C12"))  # C12 beside: the same
+    assert sc12["C12"] == sc12["C10"]  # here: V_p + V_s = twoway's s^2 where free, s^2 floored
+    # they part where twoway lies between V_p and V_p + V_s: C12 keeps it, C10 lifts it
+    r = np.array([[0.0, 1.0, 1.0, 3.0, 0.0], [0.0, 1.0, 1.0, 6.0, 0.0]])  # tw = 1 (= V_p); -2
+    assert list(rules.variance(r, "C12")) == [1.0, 2.0] and list(rules.variance(r, "C10")) == [2.0, 2.0]
+    assert list(rules.variance(r, "C1")) == [1.0, 1.0] and list(rules.variance(r, "C11")) == [1.0, 6.0]
     fig = rules.floor_groups({"g": [stores[0]], "h": [stores[1]]})
     assert fig["floored"]["tpr_low_all"]["C1"]["one_arm"]["runs"] == 4000  # pooled over stores
     # overall C10 covers about (0.95 + 0.95) / 2, C1 about (0.95 + 0.834) / 2 = 0.89
