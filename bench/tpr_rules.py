@@ -354,6 +354,28 @@ def check_store(store: Path, reference: Path | None = None) -> None:
                              f"({theirs}) apart from {', '.join(FREE_FLAGS)}")
 
 
+def check_study(store: Path, expected: str) -> None:
+    """tpr32_heavy_plan.md's check that a store is the planned study: its meta file's
+    command is `expected` word for word apart from --workers and --store (so --seed,
+    --draws and --noise-df must match). SystemExit with one line otherwise: no decision is
+    read from another study's store."""
+    meta = json.loads(store.with_suffix(".meta.json").read_text())
+
+    def words(cmd: str) -> list[str]:
+        out, skip = [], False
+        for w in cmd.split()[1:]:  # without the interpreter's name
+            if skip:
+                skip = False
+            elif w in ("--workers", "--store"):
+                skip = True
+            else:
+                out.append(w)
+        return out
+    if words(meta["command"]) != words(expected):
+        raise SystemExit(f"{store}: its study ({meta['command']}) is not the planned one "
+                         f"({expected}) apart from --workers and --store; no decision is read")
+
+
 def common_truth(stores: list[Path]) -> dict:
     """The mean of the stores' truth runs, run by run (reported beside, deciding nothing)."""
     rows, names = [], None
@@ -467,6 +489,9 @@ def main() -> None:
                     "confirm on this store (store checks first)")
     ap.add_argument("--md", type=Path, help="with --select-floor / --confirm-floor: also "
                     "write the table here")
+    ap.add_argument("--expect", metavar="COMMAND", help="with --confirm: the planned study's "
+                    "command; the store's must match it apart from --workers and --store "
+                    "(tpr32_heavy_plan.md)")
     a = ap.parse_args()
     if a.select_floor:
         fig = floor_groups({"G100 (seeds 28, 29, 34; 100 draws)": [ROOT / s for s in FLOOR_G100],
@@ -493,8 +518,10 @@ def main() -> None:
                            f" (binds {floor_binds(rec[k]).mean():.3f})"
                            for f in FIGS2 for k in (f"{f}_a", f"{f}_d"))
         text = (floor_markdown(fig) + "\n" + f"Median V_b / (V_p + V_s) (and how often C1's "
-                f"floor binds): {ratios}.\n\n" + f"{a.confirm_floor} confirms: "
-                f"{confirms_floor(scores, a.confirm_floor)} (C12 decides nothing)\n")
+                f"floor binds): {ratios}.\n\n" + f"{a.confirm_floor} meets the floor plan's "
+                f"confirmation clauses: {confirms_floor(scores, a.confirm_floor)} (decides "
+                "nothing where no rule was selected, as for tpr32_floor_plan.md; C12 never "
+                "decides)\n")
         print(text)
         if a.md:
             a.md.write_text(text)
@@ -532,6 +559,8 @@ def main() -> None:
     if a.select_cells or a.confirm:
         if a.confirm:  # tpr32_twoway_20draws_plan.md: the store checks decide too
             check_store(a.store)
+            if a.expect:
+                check_study(a.store, a.expect)
         tabs = {f: table(a.store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
         if a.confirm:
             short = [(f, k) for f, t in tabs.items() for k, x in t[a.confirm].items()

@@ -397,3 +397,23 @@ def test_the_floor_plans_rules_where_the_truth_is_known(tmp_path):
     # nothing qualifies where every floored cell under-covers: no rule changes
     tight = [_floor_store(tmp_path / "t.jsonl", rng, 2000, s, truth, 40 * s * s)]
     assert rules.select_floor(rules.floor_groups({"g": tight}, ("C1", "C9"))) == ("", False)
+
+
+def test_check_study_refuses_a_store_of_another_study(tmp_path):
+    """tpr32_heavy_plan.md: --confirm with --expect reads a decision only from the planned
+    study's store; its command may differ in --workers and --store alone."""
+    rules = _rules()
+    planned = ("python bench/bench_tpr_components.py --seed 37 --runs 500 --draws 20 "
+               "--noise-df 3 --workers 2 --store results/x.jsonl")
+    store = tmp_path / "s.jsonl"
+    for cmd, ok in ((planned, True),
+                    (planned.replace("--workers 2", "--workers 1").replace("results/x", "/w/y"), True),
+                    (planned.replace(" --noise-df 3", ""), False),  # normal noise
+                    (planned.replace("--seed 37", "--seed 35"), False),
+                    (planned.replace("--draws 20", "--draws 100"), False)):
+        store.with_suffix(".meta.json").write_text(json.dumps({"command": cmd}))
+        if ok:
+            rules.check_study(store, planned)
+        else:
+            with pytest.raises(SystemExit, match="is not the planned one"):
+                rules.check_study(store, planned)
