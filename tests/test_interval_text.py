@@ -339,7 +339,7 @@ def test_the_reports_twoway_figures_come_from_the_stores():
     text = _tpr_rule_text("twoway")
     assert f"{twenty} from 20 draws" in text and f"({span} over those seeds" in text
     coverage = " ".join(_COVERAGE_TEXT.split())
-    assert f"{twenty} at 20 draws" in coverage and f"under-covers, {span})" in coverage
+    assert f"{twenty} at 20 draws" in coverage and f"under-covers, {span}, and no floor" in coverage
 
 
 def _floor_store(path: Path, rng, runs: int, s: float, truth: float, vb_hi: float) -> Path:
@@ -417,3 +417,53 @@ def test_check_study_refuses_a_store_of_another_study(tmp_path):
         else:
             with pytest.raises(SystemExit, match="is not the planned one"):
                 rules.check_study(store, planned)
+
+
+def test_readme_quotes_the_floor_plans_selection():
+    """README's floored-case paragraph and the report's sentence (tpr32_floor_plan.md): the
+    selection over the four read stores finds none, and every range README quotes is the
+    table's: the floored cells of the wide floors (C10, C11), their cells above 0.970, the
+    free-case cells of C1, the floored cells of C2 and C9, and C12's worst cell."""
+    from bnmem.report.markdown import _COVERAGE_TEXT, _tpr_rule_text
+    import functools
+    rules = _rules()
+    rules.load = functools.lru_cache(None)(rules.load)  # each store read once
+    fig = rules.floor_groups({"G100": [ROOT / s for s in rules.FLOOR_G100],
+                              "G20": [ROOT / s for s in rules.FLOOR_G20]},
+                             rules.FLOOR_CANDIDATES + rules.FLOOR_BESIDE)
+    def only(rs):  # the figures of some rules alone
+        keep = lambda by: {f: {r: t[r] for r in rs} for f, t in by.items()}  # noqa: E731
+        return {"groups": {g: keep(v) for g, v in fig["groups"].items()}, "floored": keep(fig["floored"])}
+    assert rules.select_floor(only(rules.FLOOR_CANDIDATES)) == ("", False)
+
+    def cells(part, rs):
+        src = fig["floored"].values() if part == "floored" else [
+            t for g in fig["groups"].values() for t in g.values()]
+        return [t[r][c]["coverage"] for t in src for r in rs for c in ("one_arm", "difference")]
+    def rng(v):
+        return f"{min(v):.3f}–{max(v):.3f}"
+    wide = cells("floored", ("C10", "C11"))
+    over = [c for c in cells("groups", ("C10", "C11")) if c > 0.970]
+    narrow = cells("floored", ("C2", "C9"))
+    text = " ".join((ROOT / "README.md").read_text().split())
+    for quoted in (f"({rng(wide)} where it binds)", f"over-cover overall ({rng(over)})",
+                   f"stay at {rng(narrow)} where it binds",
+                   f"({max(cells('groups', ('C12',))):.3f} in one cell)", "**none qualifies**"):
+        assert quoted in text, quoted
+    # the free case: C1 where its floor does not bind, per store group (the referee's figures)
+    free = []
+    for stores in (rules.FLOOR_G100, rules.FLOOR_G20):
+        for f in ("tpr_low_all", "tpr_vlow_all"):
+            for arm in ("a", "d"):
+                hit = n = 0
+                for st in stores:
+                    truth, rec, pairs = rules.load(ROOT / st)
+                    r = rec[f"{f}_{arm}"]
+                    lo, hi = rules.one_arm(r, "C1", pairs)
+                    ok = ~rules.floor_binds(r)
+                    t = truth[f"{f}_{arm}"]
+                    hit += int(((lo <= t) & (t <= hi))[ok].sum())
+                    n += int(ok.sum())
+                free.append(hit / n)
+    assert f"already covers {rng(free)}" in text
+    assert "tpr32_floor_plan.md" in _tpr_rule_text("twoway") and "tpr32_floor_plan.md" in _COVERAGE_TEXT

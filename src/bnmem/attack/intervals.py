@@ -452,8 +452,9 @@ READS = ("one", "equal", "common", "overlap")
 # 0.940 / 0.940 at 1e-3 and 0.960 / 0.962 at 1e-4 (one arm / paired), the same setup; its
 # misses lean below the truth (upper bound about 0.969 one-sided at 1e-3, 0.964-0.966 at 20
 # draws). Where its floor at V_p binds it under-covers (0.78-0.96 over the four seeds, a
-# split made after the reads), and it binds in 32 of the full-scale run's 55 TPR intervals:
-# a rule for that case needs its own plan. 9-31 pairs are not simulated (between simulated
+# split made after the reads), and it binds in 32 of the full-scale run's 55 TPR intervals;
+# a fourth plan (tpr32_floor_plan.md) found no floor among five that covers the floored runs
+# without over-covering overall, so twoway stays. 9-31 pairs are not simulated (between simulated
 # points at 1e-3 only), nor more than 32.
 TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = "twoway"

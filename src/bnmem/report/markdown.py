@@ -143,7 +143,8 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "(`bench/results/tpr32_rules_second_plan.md`; one setup at 100 draws per design, and "
     "0.940-0.962 at 20 draws, `tpr32_twoway_20draws_plan.md`; its misses lean below the "
     "truth, so its upper bound holds about 0.969 one-sided; where its floor binds it "
-    "under-covers, 0.78-0.96). "
+    "under-covers, 0.78-0.96, and no floor tried mends that without over-covering "
+    "elsewhere, `tpr32_floor_plan.md`). "
     "The default run's shadows carry more "
     "sample variance relative to the pairs' than the simulation (README *Intervals*). "
     "Misses are lopsided for memorization on few samples (mostly below the truth), which "
@@ -210,7 +211,9 @@ def _tpr_rule_text(rule: str) -> str:
             "`tpr32_rules_seed34.md`), 0.940-0.962 from 20 draws per design on seed 35 "
             "(`tpr32_twoway_20draws_plan.md`); where its floor at V_p binds it under-covers "
             "(0.78-0.96 over those seeds, a split made after the reads), so floored "
-            "intervals may be too narrow; `pairs_t`, the rule at 8 pairs, under-covers there: "
+            "intervals may be too narrow, and no floor a fourth plan tried mends that without "
+            "over-covering elsewhere (`tpr32_floor_plan.md`); `pairs_t`, the rule at 8 pairs, "
+            "under-covers there: "
             f"{seed27}")
 
 
