@@ -467,3 +467,43 @@ def test_readme_quotes_the_floor_plans_selection():
                 free.append(hit / n)
     assert f"already covers {rng(free)}" in text
     assert "tpr32_floor_plan.md" in _tpr_rule_text("twoway") and "tpr32_floor_plan.md" in _COVERAGE_TEXT
+
+
+def test_readme_and_report_quote_the_heavy_tailed_check():
+    """tpr32_heavy_plan.md's outcome as README and the report quote it, recomputed from the
+    seed-37 store: C1's four cells (not calibrated), the floored and free runs' ranges, the
+    upper bound at 1e-4, C11's cells; the store is the planned study."""
+    from bnmem.report.markdown import _COVERAGE_TEXT, _tpr_rule_text
+    rules = _rules()
+    store = ROOT / "results" / "tpr32_components_heavy_seed37.jsonl"
+    rules.check_store(store)
+    meta = json.loads(store.with_suffix(".meta.json").read_text())["command"]
+    assert "--seed 37" in meta and "--noise-df 3" in meta and "--draws 20" in meta
+    truth, rec, pairs = rules.load(store)
+    tabs = {f: rules.table(store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
+    assert not rules.confirms(tabs, "C1")
+    c1 = [tabs[f]["C1"][k]["coverage"] for f in tabs for k in ("one_arm", "difference")]
+    floored, free = [], []
+    for f in tabs:
+        for arm in ("a", "d"):
+            r = rec[f"{f}_{arm}"]
+            lo, hi = rules.one_arm(r, "C1", pairs)
+            hit = (lo <= truth[f"{f}_{arm}"]) & (truth[f"{f}_{arm}"] <= hi)
+            m = rules.floor_binds(r)
+            floored.append(hit[m].mean())
+            free.append(hit[~m].mean())
+    r = rec["tpr_vlow_all_a"]
+    upper = ((r[:, 0] + rules.Z * np.sqrt(rules.variance(r, "C1"))) >= truth["tpr_vlow_all_a"]).mean()
+    c11 = [x for f in ("tpr_low_all", "tpr_vlow_all")
+           for x in (rules.floor_scores(store, f, ("C11",))["C11"][k]["all"]["coverage"]
+                     for k in ("one_arm", "difference"))]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{c1[0]:.3f} / {c1[1]:.3f} one arm / paired at FPR 1e-3, {c1[2]:.3f} / {c1[3]:.3f} "
+            "at 1e-4") in text
+    assert f"which cover {min(floored):.2f}–{max(floored):.2f}" in text
+    assert f"the free runs cover {min(free):.2f}–{max(free):.2f}" in text
+    assert f"its upper bound holds {upper:.3f} one-sided there" in text
+    assert f"within the band there ({min(c11):.3f}–{max(c11):.3f})" in text
+    span = f"{min(c1):.3f}-{max(c1):.3f}"
+    assert f"covers only {span}" in _tpr_rule_text("twoway")
+    assert f"it covers {span}" in " ".join(_COVERAGE_TEXT.split())
