@@ -477,8 +477,11 @@ def test_readme_and_report_quote_the_heavy_tailed_check():
     rules = _rules()
     store = ROOT / "results" / "tpr32_components_heavy_seed37.jsonl"
     rules.check_store(store)
-    meta = json.loads(store.with_suffix(".meta.json").read_text())["command"]
-    assert "--seed 37" in meta and "--noise-df 3" in meta and "--draws 20" in meta
+    rules.check_study(store, "python bench/bench_tpr_components.py --seed 37 --runs 500 "
+                      "--truth-runs 1000 --n 3200 --n-models 64 --flipped 0.1 --ood 0.0 --vlow "
+                      "--draws 20 --noise-df 3 --workers 2 --store x")
+    s35 = ROOT / "results" / "tpr32_components_20draws_seed35.jsonl"
+    t35 = {f: rules.table(s35, f) for f in ("tpr_low_all", "tpr_vlow_all")}
     truth, rec, pairs = rules.load(store)
     tabs = {f: rules.table(store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
     assert not rules.confirms(tabs, "C1")
@@ -497,13 +500,34 @@ def test_readme_and_report_quote_the_heavy_tailed_check():
     c11 = [x for f in ("tpr_low_all", "tpr_vlow_all")
            for x in (rules.floor_scores(store, f, ("C11",))["C11"][k]["all"]["coverage"]
                      for k in ("one_arm", "difference"))]
+    drops = [t35[f]["C1"][k]["coverage"] - tabs[f]["C1"][k]["coverage"]
+             for f in tabs for k in ("one_arm", "difference")]
+    binds = [rules.floor_binds(rec[f"{f}_{arm}"]).mean() for f in tabs for arm in ("a", "d")]
+    truth35 = rules.load(s35)[0]
+    ratio = [truth35[f"{f}_a"] / truth[f"{f}_a"] for f in tabs]
+    c4 = {n: [t[f]["C4"][k]["coverage"] for f in t for k in ("one_arm", "difference")]
+          for n, t in (("37", tabs), ("35", t35))}
+    s36 = ROOT / "results" / "tpr32_components_20draws_seed36.jsonl"
+    c4["36"] = [rules.table(s36, f)["C4"][k]["coverage"] for f in tabs for k in ("one_arm", "difference")]
+    c11_below = rules.floor_scores(store, "tpr_vlow_all", ("C11",))["C11"]["one_arm"]["all"]["miss_below"]
     text = " ".join((ROOT / "README.md").read_text().split())
     assert (f"{c1[0]:.3f} / {c1[1]:.3f} one arm / paired at FPR 1e-3, {c1[2]:.3f} / {c1[3]:.3f} "
-            "at 1e-4") in text
+            f"at 1e-4, each {min(drops):.2f}–{max(drops):.2f} below seed 35's") in text
+    assert f"binds in {100 * min(binds):.0f}–{100 * max(binds):.0f} % of those runs" in text
+    assert f"lowers the true TPR {ratio[0]:.1f} / {ratio[1]:.1f} times" in text
+    assert f"({tabs['tpr_vlow_all']['C1']['one_arm']['miss_below']:.3f} one arm: the upper" in text
+    assert f"misses below {c11_below:.3f} at 1e-4 one arm" in text
+    assert (f"(C4) covers {min(c4['37']):.3f}–{max(c4['37']):.3f} here and "
+            f"{min(c4['35'] + c4['36']):.3f}–{max(c4['35'] + c4['36']):.3f} on seeds 35 and 36") in text
     assert f"which cover {min(floored):.2f}–{max(floored):.2f}" in text
     assert f"the free runs cover {min(free):.2f}–{max(free):.2f}" in text
-    assert f"its upper bound holds {upper:.3f} one-sided there" in text
-    assert f"within the band there ({min(c11):.3f}–{max(c11):.3f})" in text
+    assert f"the upper bound holds {upper:.3f} one-sided there" in text
+    assert f"(C11) covers {min(c11):.3f}–{max(c11):.3f} there" in text
+    normal = rules.floor_groups({"G100": [ROOT / st for st in rules.FLOOR_G100],
+                                 "G20": [ROOT / st for st in rules.FLOOR_G20]}, ("C11",))
+    worst = max(x["coverage"] for g in normal["groups"].values() for t in g.values()
+                for x in t["C11"].values())  # the selection table's cells
+    assert f"over-covered under normal noise (up to {worst:.3f})" in text
     span = f"{min(c1):.3f}-{max(c1):.3f}"
     assert f"covers only {span}" in _tpr_rule_text("twoway")
     assert f"it covers {span}" in " ".join(_COVERAGE_TEXT.split())

@@ -455,8 +455,9 @@ READS = ("one", "equal", "common", "overlap")
 # split made after the reads), and it binds in 32 of the full-scale run's 55 TPR intervals;
 # a fourth plan (tpr32_floor_plan.md) found no floor among five that covers the floored runs
 # without over-covering overall, so twoway stays; a fifth (tpr32_heavy_plan.md, seed 37)
-# found it not calibrated under heavy-tailed (t3) simulated scores: 0.878-0.908, carried by
-# its floored runs (0.74-0.84), and no rule tried covers within the band in both regimes. 9-31 pairs are not simulated (between simulated
+# did not show it calibrated in a simulated setup with heavy-tailed (t3) scores and a lower
+# TPR: 0.878-0.908, mostly in its floored runs (0.74-0.84); no rule tried covered within
+# the band, tails included, in both single-seed checks. 9-31 pairs are not simulated (between simulated
 # points at 1e-3 only), nor more than 32.
 TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = "twoway"

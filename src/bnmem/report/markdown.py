@@ -144,8 +144,8 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "0.940-0.962 at 20 draws, `tpr32_twoway_20draws_plan.md`; its misses lean below the "
     "truth, so its upper bound holds about 0.969 one-sided; where its floor binds it "
     "under-covers, 0.78-0.96, and no floor tried mends that without over-covering "
-    "elsewhere, `tpr32_floor_plan.md`; under heavy-tailed t3 scores it covers 0.878-0.908, "
-    "`tpr32_heavy_plan.md`). "
+    "elsewhere, `tpr32_floor_plan.md`; in one simulated setup with heavy-tailed t3 scores "
+    "and a lower TPR it covers 0.878-0.908, `tpr32_heavy_plan.md`). "
     "The default run's shadows carry more "
     "sample variance relative to the pairs' than the simulation (README *Intervals*). "
     "Misses are lopsided for memorization on few samples (mostly below the truth), which "
@@ -213,8 +213,9 @@ def _tpr_rule_text(rule: str) -> str:
             "(`tpr32_twoway_20draws_plan.md`); where its floor at V_p binds it under-covers "
             "(0.78-0.96 over those seeds, a split made after the reads), so floored "
             "intervals may be too narrow, and no floor a fourth plan tried mends that without "
-            "over-covering elsewhere (`tpr32_floor_plan.md`); under heavy-tailed (t3) "
-            "simulated scores it covers only 0.878-0.908 (`tpr32_heavy_plan.md`); `pairs_t`, "
+            "over-covering elsewhere (`tpr32_floor_plan.md`); in one simulated setup with "
+            "heavy-tailed (t3) scores and a lower TPR it covers only 0.878-0.908 "
+            "(`tpr32_heavy_plan.md`); `pairs_t`, "
             "the rule at 8 pairs, under-covers there: "
             f"{seed27}")
 
