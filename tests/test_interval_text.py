@@ -287,20 +287,7 @@ def test_spread_reads_the_rules_sd_against_the_points_spread(tmp_path):
     s, n, truth = 0.002, 4000, 0.01
 
     def store(vb: float) -> Path:
-        out = tmp_path / f"s{vb}.jsonl"
-        lines = [json.dumps({"study": "x"})]
-        for i in range(n):
-            val = {}
-            for f in ("tpr_low_all", "tpr_vlow_all"):
-                for arm in "abd":
-                    val[f"{f}_{arm}"] = [truth + s * rng.standard_normal(), s * s / 2, s * s / 2,
-                                         vb, s * s, np.nan, np.nan, np.nan]
-            lines.append(json.dumps({"kind": "run", "i": i, "value": val}))
-        out.write_text("\n".join(lines) + "\n")
-        out.with_suffix(".meta.json").write_text(json.dumps({
-            "truth": {f"{f}_{arm}": truth for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"},
-            "command": "python bench/bench_tpr_components.py --n-models 64", "runs": n}))
-        return out
+        return _tpr_store(tmp_path / f"s{vb}.jsonl", rng, s, truth, [vb] * n)
     sp = rules.spread(store(s * s), "tpr_low_all")
     for cell in ("one_arm", "difference"):
         q = sp[cell]
@@ -342,13 +329,14 @@ def test_the_reports_twoway_figures_come_from_the_stores():
     assert f"{twenty} at 20 draws" in coverage and f"under-covers, {span}, and no floor" in coverage
 
 
-def _floor_store(path: Path, rng, runs: int, s: float, truth: float, vb_hi: float) -> Path:
-    """A store whose truth is known: points N(truth, s^2); V_p = V_s = s^2 / 2 and V_b = s^2
-    (twoway exactly s^2, the floor free) in the first half of the runs, V_b = vb_hi (the
-    floor binds, C1 reads V_p = s^2 / 2 alone) in the second."""
+def _tpr_store(path: Path, rng, s: float, truth: float, vbs: list[float]) -> Path:
+    """A components store whose truth is known: one run per entry of `vbs`, points
+    N(truth, s^2), V_p = V_s = s^2 / 2, V_jackknife = s^2 and V_b the entry (s^2: twoway
+    exactly s^2, its floor free; above V_p + 2 V_s = 1.5 s^2 the floor binds and C1 reads
+    V_p = s^2 / 2 alone)."""
+    runs = len(vbs)
     lines = [json.dumps({"study": "x"})]
-    for i in range(runs):
-        vb = s * s if i < runs // 2 else vb_hi
+    for i, vb in enumerate(vbs):
         val = {f"{f}_{arm}": [truth + s * rng.standard_normal(), s * s / 2, s * s / 2, vb, s * s,
                               np.nan, np.nan, np.nan]
                for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"}
@@ -358,6 +346,12 @@ def _floor_store(path: Path, rng, runs: int, s: float, truth: float, vb_hi: floa
         "truth": {f"{f}_{arm}": truth for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"},
         "command": "python bench/bench_tpr_components.py --n-models 64", "runs": runs}))
     return path
+
+
+def _floor_store(path: Path, rng, runs: int, s: float, truth: float, vb_hi: float) -> Path:
+    """_tpr_store with the floor free in the first half of the runs (V_b = s^2) and V_b =
+    vb_hi in the second."""
+    return _tpr_store(path, rng, s, truth, [s * s] * (runs // 2) + [vb_hi] * (runs - runs // 2))
 
 
 def test_the_floor_plans_rules_where_the_truth_is_known(tmp_path):
