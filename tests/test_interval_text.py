@@ -525,3 +525,25 @@ def test_readme_and_report_quote_the_heavy_tailed_check():
     span = f"{min(c1):.3f}-{max(c1):.3f}"
     assert f"covers only {span}" in _tpr_rule_text("twoway")
     assert f"it covers {span}" in " ".join(_COVERAGE_TEXT.split())
+
+
+def test_the_report_marks_intervals_at_twoways_floor():
+    """Intervals at twoway's floor (2 (V_p + V_s) - V_b < V_p from the recorded SDs) carry
+    the report's mark and its sentence: 32 of the full-scale run's 55 twoway intervals (the
+    count README quotes), none in the default run (8 pairs: pairs_t), and only twoway
+    records are ever marked."""
+    from bnmem.attack.intervals import twoway_floored
+    from bnmem.report.cells import FLOORED_MARK, _est
+    from bnmem.report.markdown import _floored_text
+    rec = {"value": 0.01, "lo": 0.008, "hi": 0.012, "rule": "twoway",
+           "sd": {"pairs": 1.0, "samples": 1.0, "both": 1.4}}  # SDs: twoway 4 - 1.96, free
+    assert not twoway_floored(rec) and not _est(rec, digits=4).endswith(FLOORED_MARK)
+    rec["sd"]["both"] = 1.9  # 2 (1 + 1) - 3.61 = 0.39 < V_p = 1: the floor binds
+    assert twoway_floored(rec) and _est(rec, digits=4) == f"0.0100 [0.0080, 0.0120]{FLOORED_MARK}"
+    assert not twoway_floored({**rec, "rule": "pairs_t"}) and not twoway_floored({**rec, "sd": {}})
+    full = json.loads((ROOT / "results" / "fullscale" / "results" / "membership.json").read_text())
+    text = _floored_text(full)
+    assert "(32 of the run's 55 `twoway` intervals)" in text
+    assert "in 32 of the full-scale run's 55 TPR intervals" in " ".join((ROOT / "README.md").read_text().split())
+    default = json.loads((ROOT / "results" / "membership.json").read_text())
+    assert _floored_text(default) == "" and FLOORED_MARK not in (ROOT / "report.md").read_text()

@@ -284,6 +284,20 @@ T_PROCEDURES = ("pairs_t", "jackknife_t", "jackhalves_t", "jacksum_s", "jackhalv
                 "delete4_halves_s")
 
 
+def twoway_floored(rec: dict) -> bool:
+    """Whether a recorded interval is `twoway`'s floor: its rule is twoway and its recorded
+    SDs give 2 (V_p + V_s) - V_b < V_p, so it reads V_p alone. Where that floor binds the
+    rule under-covers in simulation (0.78-0.96 under normal noise, bench/results/
+    tpr32_floor_plan.md), so the report marks such intervals."""
+    if rec.get("rule") != "twoway":
+        return False
+    sd = rec.get("sd") or {}
+    v = [variance_from_sd(sd.get(k)) for k in ("pairs", "samples", "both")]
+    if any(x is None for x in v):
+        return False
+    return 2 * (v[0] + v[1]) - v[2] < v[0]
+
+
 def rule_variance(procedure: str, var: dict) -> float | None:
     """The variance a procedure's interval is point +- quantile x sqrt of, from design
     variances (IntervalPlan.variances, or a record's `sd` read back by variance_from_sd);

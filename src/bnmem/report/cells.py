@@ -2,7 +2,10 @@
 (shared by bnmem.report.markdown and bnmem.report.sections)."""
 from __future__ import annotations
 
+from bnmem.attack.intervals import twoway_floored
 from bnmem.core.kinds import HEADLINE
+
+FLOORED_MARK = "‡"  # a twoway interval at its floor (bnmem.attack.intervals.twoway_floored)
 
 
 def _f(v, digits: int = 3) -> str:
@@ -29,14 +32,15 @@ def _eps_cell(e: dict | None) -> str:
 
 
 def _est(d: dict | None, scale: float = 1.0, signed: bool = False, digits: int = 3) -> str:
-    """value [lo, hi] of a {"value", "lo", "hi"} dict."""
+    """value [lo, hi] of a {"value", "lo", "hi"} dict, marked FLOORED_MARK where the interval
+    is twoway's floor."""
     if not d or d.get("value") is None:
         return "n/a"
     f = f"{'+' if signed else ''}.{digits}f"
     out = f"{d['value'] * scale:{f}}"
     if d.get("lo") is not None and d.get("hi") is not None:
         out += f" [{d['lo'] * scale:{f}}, {d['hi'] * scale:{f}}]"
-    return out
+    return out + (FLOORED_MARK if twoway_floored(d) else "")
 
 
 def _claim_cell(row: dict, point: str) -> str:

@@ -196,6 +196,21 @@ def _procedure_text(procedure: str, draws: int, pairs: int = 8,
             + _COVERAGE_TEXT)
 
 
+def _floored_text(membership: dict) -> str:
+    """The sentence on intervals at twoway's floor (marked FLOORED_MARK in the tables): how
+    many of the run's twoway intervals, and what that means; "" where none is."""
+    from bnmem.attack.intervals import interval_records, twoway_floored
+    from bnmem.report.cells import FLOORED_MARK
+    recs = [r for _, r in interval_records(membership) if r.get("rule") == "twoway"]
+    n = sum(twoway_floored(r) for r in recs)
+    if not n:
+        return ""
+    return (f" {FLOORED_MARK}: the interval is `twoway`'s floor, V_p alone ({n} of the run's "
+            f"{len(recs)} `twoway` intervals); where that floor binds the rule under-covers in "
+            "simulation (0.78-0.96 under normal noise, `tpr32_floor_plan.md`), so read these "
+            "as too narrow.")
+
+
 def _tpr_rule_text(rule: str) -> str:
     """What the report says of TPR's interval rule in this run (membership.json's rules):
     pairs_t (8 pairs or fewer, or no rule confirmed above), else the rule
@@ -399,7 +414,7 @@ def render(path: Path, cfg: Config, results: dict, train: dict, grads: dict, att
     L += ["", "Intervals: models+samples (TPR at 0 FP: point estimate; TPR at 1e-4 from "
           "100 000 negative model-sample pairs on, the procedure of TPR at 1e-3, "
           + _tpr_rule_text((membership.get("rules") or {}).get("tpr@one", "pairs_t"))
-          + "). TPR at "
+          + ")." + _floored_text(membership) + " TPR at "
           "FPR f is reported only where its false positives come from ≥ 10 distinct samples "
           f"(negatives: all {neg['all']}, flipped {neg['flipped']}, OOD {neg['ood']} model-"
           "sample pairs); next to it, the distinct samples behind its true and false "
