@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--vlow", action="store_true", help="TPR at FPR 1e-4 too (>= 100 000 "
                     "negatives: e.g. --n-models 64 --n 3200, the full-scale run's P = 32)")
     ap.add_argument("--noise-df", type=float, help="Student-t noise on this many df (> 2; "
-                    "bnmem.attack.simulate.synthetic_phi): heavy-tailed non-member scores")
+                    "bnmem.attack.simulate.synthetic_phi): heavy-tailed scores, members' too")
     a = ap.parse_args()
     if a.noise_df is not None and not a.vlow:
         ap.error("--noise-df needs --vlow (the figures ride in the same argument slot)")

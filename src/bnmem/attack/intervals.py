@@ -471,8 +471,8 @@ READS = ("one", "equal", "common", "overlap")
 # without over-covering overall, so twoway stays; a fifth (tpr32_heavy_plan.md, seed 37)
 # did not show it calibrated in a simulated setup with heavy-tailed (t3) scores and a lower
 # TPR: 0.878-0.908, mostly in its floored runs (0.74-0.84); no rule tried covered within
-# the band, tails included, in both single-seed checks. 9-31 pairs are not simulated (between simulated
-# points at 1e-3 only), nor more than 32.
+# the band, tails included, in both single-seed checks. 9-31 pairs are not simulated
+# (between simulated points at 1e-3 only), nor more than 32.
 TPR_PAIRS_SIMULATED = 8
 TPR_RULE_MANY_PAIRS: str | None = "twoway"
 

@@ -32,8 +32,9 @@ def synthetic_phi(n_models: int, n: int, queries: int, effect: float, seed: int,
     With `kind` [N], flipped (1) and OOD (2) samples sit 3 lower (hard: wrong unless
     memorized) and get a 3x larger membership effect, as a memorized outlier would.
     `noise_df`: each (model, sample, query) noise Student-t on that many df (> 2), scaled
-    to unit variance, instead of normal: heavy tails in the non-members' scores (None: the
-    normal draws, bit for bit as before)."""
+    to unit variance, instead of normal: heavy tails in every score, members' too (with
+    arm_rho < 1 each arm's noise mixes a shared and an own draw, so it is heavy-tailed but
+    not t itself; None: the normal draws, bit for bit as before)."""
     if noise_df is not None and not noise_df > 2:
         raise ValueError(f"noise_df: {noise_df!r}; valid: None or a number > 2 (unit variance)")
     rng = np.random.default_rng([seed, 0x51A])
