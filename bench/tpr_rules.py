@@ -284,14 +284,7 @@ def pooled(tabs: list[dict]) -> dict:
     """One table over several stores' runs of the same study shape ({rule: {cell: score}}
     from `table` on each): coverage and misses are pooled run by run, each run scored
     against its own store's truth; the width is the runs' mean."""
-    def pool(cells: list[dict]) -> dict:
-        n = sum(c["runs"] for c in cells)
-        hit = sum(round(c["coverage"] * c["runs"]) for c in cells)
-        out = {"coverage": hit / n, "mc_range": wilson(hit / n, n), "runs": n}
-        for k in ("mean_width", "miss_below", "miss_above"):
-            out[k] = sum(c[k] * c["runs"] for c in cells) / n
-        return out
-    return {rule: {k: pool([t[rule][k] for t in tabs]) for k in ("one_arm", "difference")}
+    return {rule: {k: _pool_scores([t[rule][k] for t in tabs]) for k in ("one_arm", "difference")}
             for rule in tabs[0]}
 
 
@@ -309,14 +302,15 @@ SECOND_RUNS, SECOND_TRUTH_RUNS = 500, 1000
 FREE_FLAGS = ("--seed", "--workers", "--store")  # may differ between the pooled stores
 
 
-def _shape(command: str) -> list[str]:
-    """A study command without the flags that may differ between pooled stores."""
+def _shape(command: str, free: tuple[str, ...] = FREE_FLAGS) -> list[str]:
+    """A study command's words without the flags (and their values) in `free`: by default
+    those that may differ between pooled stores."""
     words, out, skip = command.split(), [], False
     for w in words:
         if skip:
             skip = False
             continue
-        if w in FREE_FLAGS:
+        if w in free:
             skip = True
             continue
         out.append(w)
@@ -360,18 +354,8 @@ def check_study(store: Path, expected: str) -> None:
     --draws and --noise-df must match). SystemExit with one line otherwise: no decision is
     read from another study's store."""
     meta = json.loads(store.with_suffix(".meta.json").read_text())
-
-    def words(cmd: str) -> list[str]:
-        out, skip = [], False
-        for w in cmd.split()[1:]:  # without the interpreter's name
-            if skip:
-                skip = False
-            elif w in ("--workers", "--store"):
-                skip = True
-            else:
-                out.append(w)
-        return out
-    if words(meta["command"]) != words(expected):
+    free = ("--workers", "--store")
+    if _shape(meta["command"], free)[1:] != _shape(expected, free)[1:]:  # not the interpreter
         raise SystemExit(f"{store}: its study ({meta['command']}) is not the planned one "
                          f"({expected}) apart from --workers and --store; no decision is read")
 
