@@ -11,6 +11,10 @@ variance and the arms' joint covariance (what a MOVER interval needs).
 
     python bench/bench_tpr_components.py --seed 22 --store results/tpr_components_seed22.jsonl
 
+`--effects A B` lowers (or raises) the arms' membership effects, e.g. to a heavy-tailed
+study's true TPR under normal noise (bench/results/tpr32_matched_plan.md); without it the
+arguments, and so the store's fingerprint, are every earlier study's.
+
 Analysis: bench/tpr_rules.py reads the store.
 """
 import argparse
@@ -32,6 +36,7 @@ from bnmem.attack.resample import draw_designs  # noqa: E402
 FIGS = ("auc_all", "tpr_low_all")
 VLOW_FIGS = FIGS + ("tpr_vlow_all",)  # --vlow: TPR at 1e-4 too (needs >= 100 000 negatives)
 DESIGNS = ("pairs", "samples", "both", "jackknife")
+EFFECTS = (0.6, 0.3)  # the arms' membership effects of every study before tpr32_matched_plan.md
 
 
 def _run(args: tuple) -> dict:
@@ -90,12 +95,17 @@ def main() -> None:
                     "negatives: e.g. --n-models 64 --n 3200, the full-scale run's P = 32)")
     ap.add_argument("--noise-df", type=float, help="Student-t noise on this many df (> 2; "
                     "bnmem.attack.simulate.synthetic_phi): heavy-tailed scores, members' too")
+    ap.add_argument("--effects", type=float, nargs=2, default=list(EFFECTS),
+                    metavar=("A", "B"), help="the arms' membership effects (default "
+                    f"{EFFECTS[0]} {EFFECTS[1]}): e.g. a lower TPR under normal noise")
     a = ap.parse_args()
+    if not all(0 <= e for e in a.effects):
+        ap.error(f"--effects {a.effects[0]} {a.effects[1]}: valid: two numbers >= 0")
     if a.noise_df is not None and not a.vlow:
         ap.error("--noise-df needs --vlow (the figures ride in the same argument slot)")
     t0 = time.time()
     kind = sample_kinds(a.n, a.flipped, a.ood)
-    eff = (0.6, 0.3)
+    eff = tuple(a.effects)
     figs = VLOW_FIGS if a.vlow else FIGS
     extra = (figs,) if a.vlow else ()
     if a.noise_df is not None:

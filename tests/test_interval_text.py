@@ -547,3 +547,32 @@ def test_the_report_marks_intervals_at_twoways_floor():
     assert "in 32 of the full-scale run's 55 TPR intervals" in " ".join((ROOT / "README.md").read_text().split())
     default = json.loads((ROOT / "results" / "membership.json").read_text())
     assert _floored_text(default) == "" and FLOORED_MARK not in (ROOT / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_matched_effects_give_the_heavy_studys_tpr():
+    """tpr32_matched_plan.md's effects: under normal noise, M3's (0.46, 0.26) give seed 37's
+    (Student-t noise, effects 0.6 / 0.3) true TPR at FPR 1e-3 in both arms and M4's
+    (0.31, 0.18) its TPR at 1e-4, each within 10 % over 100 fresh truth runs (their sampling
+    error: 1-3.5 %, the most for arm b at 1e-4); the store's default effects under the same
+    noise give arm a a TPR 1.6 / 5.7 times seed 37's, so the match is the effects' doing."""
+    comp = load_script("bench/bench_tpr_components.py")
+    from bnmem.attack.coverage import sample_kinds
+    heavy = json.loads((ROOT / "results" / "tpr32_components_heavy_seed37.meta.json").read_text())
+    assert "--noise-df 3" in heavy["command"] and "--effects" not in heavy["command"]
+    kind = sample_kinds(3200, 0.1, 0.0)
+
+    def tpr(eff: tuple[float, float], runs: int = 100) -> np.ndarray:  # [a, b] x [1e-3, 1e-4]
+        v = np.mean([comp._truth((64, 3200, eff, kind, 880_000_000 + s, 0.3, comp.VLOW_FIGS))
+                     for s in range(runs)], axis=0)
+        return np.array([[v[1], v[2]], [v[4], v[5]]])
+    t = {arm: [heavy["truth"][f"tpr_low_all_{arm}"], heavy["truth"][f"tpr_vlow_all_{arm}"]]
+         for arm in "ab"}
+    for eff, level in (((0.46, 0.26), 0), ((0.31, 0.18), 1)):
+        got = tpr(eff)
+        for j, arm in enumerate("ab"):
+            assert got[j, level] == pytest.approx(t[arm][level], rel=0.10), (eff, arm)
+    assert comp.EFFECTS == (0.6, 0.3)
+    default = tpr(comp.EFFECTS, 60)
+    assert default[0, 0] / t["a"][0] == pytest.approx(1.6, abs=0.1)
+    assert default[0, 1] / t["a"][1] == pytest.approx(5.7, abs=0.4)
