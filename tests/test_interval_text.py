@@ -576,3 +576,40 @@ def test_matched_effects_give_the_heavy_studys_tpr():
     default = tpr(comp.EFFECTS, 60)
     assert default[0, 0] / t["a"][0] == pytest.approx(1.6, abs=0.1)
     assert default[0, 1] / t["a"][1] == pytest.approx(5.7, abs=0.4)
+
+
+def test_the_matched_plans_readout_where_the_truth_is_known(tmp_path):
+    """bench/tpr_matched.py (tpr32_matched_plan.md's readout) on stores whose truth is
+    known (_tpr_store): where twoway is exactly the points' variance C1 covers about 0.95 in
+    every decision cell and the word is "does not explain it"; where V_b = 4 s^2 makes its
+    floor bind C1 reads V_p = s^2 / 2 (about 0.834) and the word is "explains part of it".
+    The word's thresholds at their edges, and the study check: each store's command must be
+    its own planned study's apart from --workers and --store."""
+    m = load_script("bench/tpr_matched.py")
+    rng = np.random.default_rng(23)
+    s, truth = 0.002, 0.01
+    ok = {n: _tpr_store(tmp_path / f"{n}.jsonl", rng, s, truth, [s * s] * 2000) for n in ("M3", "M4")}
+    text, word, dec = m.readout(ok, check=False)
+    assert word == "does not explain it" and len(dec) == 4
+    assert all(c == pytest.approx(0.95, abs=0.015) for c in dec)
+    assert "Word: **the rarer TPR does not explain it**" in text
+    bad = {"M3": ok["M3"], "M4": _tpr_store(tmp_path / "b.jsonl", rng, s, truth, [4 * s * s] * 2000)}
+    _, word, dec = m.readout(bad, check=False)
+    assert word == "explains part of it"
+    assert dec[2] == pytest.approx(0.834, abs=0.025) and dec[3] == pytest.approx(0.834, abs=0.025)
+    assert m.matched_word([0.93] * 4) == "does not explain it"
+    assert m.matched_word([0.95, 0.95, 0.95, 0.918]) == "explains part of it"
+    assert m.matched_word([0.95, 0.92, 0.95, 0.95]) == "not separated"
+    with pytest.raises(ValueError, match="decision cells: 3"):
+        m.matched_word([0.95] * 3)
+    rules = _rules()
+    meta = tmp_path / "m.meta.json"
+    store = tmp_path / "m.jsonl"
+    run = m.PLANNED["M3"].replace("--workers 1 --store x", "--workers 2 --store /w/s.jsonl")
+    meta.write_text(json.dumps({"command": run}))
+    rules.check_study(store, m.PLANNED["M3"])  # the planned study: passes
+    with pytest.raises(SystemExit, match="not the planned one"):
+        rules.check_study(store, m.PLANNED["M4"])
+    meta.write_text(json.dumps({"command": run.replace("--effects 0.46 0.26", "--effects 0.6 0.3")}))
+    with pytest.raises(SystemExit, match="not the planned one"):
+        rules.check_study(store, m.PLANNED["M3"])
