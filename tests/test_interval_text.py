@@ -684,3 +684,58 @@ def test_the_matched_plans_readout_checks_its_stores(tmp_path):
     text, words, _ = m.readout({"M3": ok["M3"], "M4": side})
     assert words == {"M3": m.NOT, "M4": m.NOT}
     assert "499 of 500 finite" in text
+
+
+def test_readme_and_report_quote_the_matched_plans_outcome():
+    """tpr32_matched_plan.md's outcome as README and the report quote it, recomputed from
+    the seed-38/39 stores (each the planned study) by the plan's readout: the word at both
+    levels, C1's decision cells, their drops from the seed-35 + 36 baseline and their
+    margins over seed 37 with SEs, arm b's cells, the points' CV and skew against seed 37's,
+    the floor's binding rates and the floored and free runs' coverage."""
+    from bnmem.report.markdown import _COVERAGE_TEXT, _tpr_rule_text
+    m = load_script("bench/tpr_matched.py")
+    rules = _rules()
+    st = {"M3": ROOT / "results" / "tpr32_components_matched3_seed38.jsonl",
+          "M4": ROOT / "results" / "tpr32_components_matched4_seed39.jsonl"}
+    _, words, decs = m.readout(st)  # the store and study checks included
+    assert words == {"M3": m.NOT, "M4": m.NOT}
+    dec = decs["M3"] + decs["M4"]
+    seed37 = [*m.SEED37["tpr_low_all"], *m.SEED37["tpr_vlow_all"]]
+    drops, ses, margins, mses = [], [], [], []
+    for n in ("M3", "M4"):
+        f = m.LEVEL[n]
+        for k, c in zip("ad", decs[n]):
+            b, nb = m._pooled_c1(f, k)
+            drops.append(c - b)
+            ses.append(np.sqrt(c * (1 - c) / 500 + b * (1 - b) / nb))
+    for c, s37 in zip(dec, seed37):
+        margins.append(c - s37)
+        mses.append(np.sqrt(c * (1 - c) / 500 + s37 * (1 - s37) / 500))
+    armb = [m.cells(st["M3"], "tpr_low_all", ("C1",))["C1"]["b"]["coverage"],
+            m.cells(st["M4"], "tpr_vlow_all", ("C1",))["C1"]["b"]["coverage"]]
+    heavy = ROOT / "results" / "tpr32_components_heavy_seed37.jsonl"
+    cv37, sk37 = m.shape(heavy, "tpr_vlow_all")["a"]
+    cv4, sk4 = m.shape(st["M4"], "tpr_vlow_all")["a"]
+    binds = [m.floor_split(st[n], m.LEVEL[n])[k][0] / 500 for n in ("M3", "M4") for k in "ad"]
+    split = [m.floor_split(st[n], m.LEVEL[n])[k] for n in ("M3", "M4") for k in "ad"]
+    binds37 = [rules.floor_binds(rules.load(heavy)[1][f"{f}_{k}"]).mean()
+               for f in ("tpr_low_all", "tpr_vlow_all") for k in "ad"]
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"it covers {dec[0]:.3f} / {dec[1]:.3f} one arm / paired at 1e-3 and {dec[2]:.3f} / "
+            f"{dec[3]:.3f} at 1e-4") in text
+    assert (f"(seeds 35 + 36 pooled: −{abs(min(drops)):.3f} to +{max(drops):.3f}, SE "
+            f"{min(ses):.3f}–{max(ses):.3f})") in text
+    assert (f"and {min(margins):.3f}–{max(margins):.3f} above seed 37's (SE "
+            f"{min(mses):.3f}–{max(mses):.3f}; at 1e-3 only "
+            f"{min(x / s for x, s in zip(margins[:2], mses[:2])):.1f}–"
+            f"{max(x / s for x, s in zip(margins[:2], mses[:2])):.0f} SE") in text
+    assert f"covers {armb[0]:.3f} at 1e-3 and {armb[1]:.3f} at 1e-4" in text
+    assert f"(CV {cv37:.2f} against {cv4:.2f} at 1e-4 one arm) and more skewed ({sk37:+.2f} against {sk4:+.2f})" in text
+    assert (f"binds in {100 * min(binds37):.0f}–{100 * max(binds37):.0f} % of seed 37's runs "
+            f"against {100 * min(binds):.0f}–{100 * max(binds):.0f} % here") in text
+    assert (f"cover {min(x[1] for x in split):.2f}–{max(x[1] for x in split):.2f} and the free "
+            f"ones {min(x[2] for x in split):.2f}–{max(x[2] for x in split):.2f}") in text
+    quoted = f"{min(dec):.3f}-{max(dec):.3f}"
+    for t in (_COVERAGE_TEXT, _tpr_rule_text("twoway")):
+        assert f"under normal noise at that TPR {quoted}" in " ".join(t.split())
+        assert "tpr32_matched_plan.md" in t
