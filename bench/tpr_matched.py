@@ -31,11 +31,12 @@ PLANNED = {
 LEVEL = {"M3": "tpr_low_all", "M4": "tpr_vlow_all"}  # the FPR each study matches
 RULES = ("C1", "C4", "C11")
 RUNS = 500  # R.SECOND_RUNS: the runs of a planned store
-# seed 37's (tpr32_heavy_plan.md) C1 cells at each level (one arm a, difference), its truths
-# (arms a, b), its points' CV and skewness (a, d) and its spread ratios, from its store
+# seed 37's (tpr32_heavy_plan.md) C1 cells at each level (one arm a, difference) and its
+# truths (arms a, b); its store, where present, gives its figures beside (HEAVY)
 SEED37 = {"tpr_low_all": (0.900, 0.908), "tpr_vlow_all": (0.878, 0.896)}
 SEED37_TRUTH = {"tpr_low_all": (0.011875117187500003, 0.003786542968749996),
                 "tpr_vlow_all": (0.0015160937499999996, 0.0003378320312500001)}
+HEAVY = "results/tpr32_components_heavy_seed37.jsonl"
 BASELINE = ("results/tpr32_components_20draws_seed35.jsonl",  # C1's normal-noise cells at
             "results/tpr32_components_20draws_seed36.jsonl")  # 20 draws, default effects
 NOT, PART, SEP = ("the TPR level alone does not reproduce the shortfall",
@@ -156,7 +157,10 @@ def readout(stores: dict[str, Path], check: bool = True, baseline: bool = True
                      f"{_diff(x['coverage'], x['runs'], s37, RUNS)} | {base} |")
     L.append("")
     for n in ("M3", "M4"):
-        L.append(f"- {n} ({LEVEL[n]}): **{words[n]}**.")
+        truth, _, _ = R.load(stores[n])
+        ratio = ", ".join(f"{truth[f'{LEVEL[n]}_{arm}'] / t:.3f}"
+                          for arm, t in zip("ab", SEED37_TRUTH[LEVEL[n]]))
+        L.append(f"- {n} ({LEVEL[n]}; truth over seed 37's, arms a, b: {ratio}): **{words[n]}**.")
     L += ["", "Beside, deciding nothing: every rule, figure and cell (coverage [MC range] / mean "
           "width; misses below, above; finite intervals where not every run's):", "",
           "| study | figure | rule | arm a | arm b | difference |", "|---|---|---|---|---|---|"]
@@ -170,7 +174,10 @@ def readout(stores: dict[str, Path], check: bool = True, baseline: bool = True
           "| C1's floor binds (runs): a / difference | C1 covers where it binds / where free: a; "
           "difference | C1's SD / the points' SD: a / difference |",
           "|---|---|---|---|---|---|---|"]
-    for n, s in stores.items():
+    beside = dict(stores)
+    if (R.ROOT / HEAVY).is_file():  # seed 37's own figures, for comparison (absent in tests)
+        beside["seed 37"] = R.ROOT / HEAVY
+    for n, s in beside.items():
         truth, _, _ = R.load(s)
         for f in R.FIGS2:
             sp, sh, fl = R.spread(s, f), shape(s, f), floor_split(s, f)

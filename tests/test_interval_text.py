@@ -638,7 +638,7 @@ def test_the_matched_plans_readout_reads_its_decision_cells(tmp_path):
                                   baseline=False)
     assert words == {"M3": m.NOT, "M4": m.NOT}
     assert all(c >= 0.95 for d in decs.values() for c in d)
-    assert f"- M3 (tpr_low_all): **{m.NOT}**." in text
+    assert f"): **{m.NOT}**." in text and "- M3 (tpr_low_all; truth over" in text
     _, words, _ = m.readout({"M3": st("c3"), "M4": st("c4", {("tpr_vlow_all", "d")})},
                             check=False, baseline=False)
     assert words == {"M3": m.NOT, "M4": m.PART}
@@ -714,27 +714,65 @@ def test_readme_and_report_quote_the_matched_plans_outcome():
     armb = [m.cells(st["M3"], "tpr_low_all", ("C1",))["C1"]["b"]["coverage"],
             m.cells(st["M4"], "tpr_vlow_all", ("C1",))["C1"]["b"]["coverage"]]
     heavy = ROOT / "results" / "tpr32_components_heavy_seed37.jsonl"
-    cv37, sk37 = m.shape(heavy, "tpr_vlow_all")["a"]
-    cv4, sk4 = m.shape(st["M4"], "tpr_vlow_all")["a"]
+    sh37 = {f: m.shape(heavy, f)["a"] for f in ("tpr_low_all", "tpr_vlow_all")}
+    shm = {"tpr_low_all": m.shape(st["M3"], "tpr_low_all")["a"],
+           "tpr_vlow_all": m.shape(st["M4"], "tpr_vlow_all")["a"]}
+    cvr = [sh37[f][0] / shm[f][0] for f in sh37]
     binds = [m.floor_split(st[n], m.LEVEL[n])[k][0] / 500 for n in ("M3", "M4") for k in "ad"]
     split = [m.floor_split(st[n], m.LEVEL[n])[k] for n in ("M3", "M4") for k in "ad"]
-    binds37 = [rules.floor_binds(rules.load(heavy)[1][f"{f}_{k}"]).mean()
+    split37 = [m.floor_split(heavy, f)[k] for f in ("tpr_low_all", "tpr_vlow_all") for k in "ad"]
+    _, rec37, _ = rules.load(heavy)
+    binds37 = [rules.floor_binds(rec37[f"{f}_{k}"]).mean()
                for f in ("tpr_low_all", "tpr_vlow_all") for k in "ad"]
+    sd37 = [rules.spread(heavy, f)[c]["mean_sd_ratio"]
+            for f in ("tpr_low_all", "tpr_vlow_all") for c in ("one_arm", "difference")]
+    sdm = [rules.spread(st[n], m.LEVEL[n])[c]["mean_sd_ratio"]
+           for n in ("M3", "M4") for c in ("one_arm", "difference")]
+    ratios = []
+    for n in ("M3", "M4"):
+        _, rec, _ = rules.load(st[n])
+        ratios += [float(np.median(rec[f"{m.LEVEL[n]}_{k}"][:, 3] / (rec[f"{m.LEVEL[n]}_{k}"][:, 1]
+                                                                    + rec[f"{m.LEVEL[n]}_{k}"][:, 2])))
+                   for k in "ad"]
+    low37 = rules.table(heavy, "tpr_low_all")["C1"]
+    below = [m.cells(st["M3"], "tpr_low_all", ("C1",))["C1"][k]["miss_below"] for k in "ad"]
+    below37 = [low37[c]["miss_below"] for c in ("one_arm", "difference")]
+    hits3 = [round(c * 500) for c in decs["M3"]]
+    share = [-d / (b - s) for d, b, s in zip(drops[:2], [d - x for d, x in zip(decs["M3"], drops[:2])],
+                                             m.SEED37["tpr_low_all"])]
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"it covers {dec[0]:.3f} / {dec[1]:.3f} one arm / paired at 1e-3 and {dec[2]:.3f} / "
-            f"{dec[3]:.3f} at 1e-4") in text
+    assert (f"`twoway` covers {dec[0]:.3f} / {dec[1]:.3f} one arm / paired at 1e-3 and "
+            f"{dec[2]:.3f} / {dec[3]:.3f} at 1e-4") in text
     assert (f"(seeds 35 + 36 pooled: −{abs(min(drops)):.3f} to +{max(drops):.3f}, SE "
-            f"{min(ses):.3f}–{max(ses):.3f})") in text
-    assert (f"and {min(margins):.3f}–{max(margins):.3f} above seed 37's (SE "
-            f"{min(mses):.3f}–{max(mses):.3f}; at 1e-3 only "
-            f"{min(x / s for x, s in zip(margins[:2], mses[:2])):.1f}–"
-            f"{max(x / s for x, s in zip(margins[:2], mses[:2])):.0f} SE") in text
+            f"{min(ses):.3f}–{max(ses):.3f}) and {min(margins):.3f}–{max(margins):.3f} above "
+            f"seed 37's (SE {min(mses):.3f}–{max(mses):.3f})") in text
+    assert f"both cells are {hits3[0]} of 500 against the threshold's 465" in text and hits3[0] == hits3[1]
+    z3 = [x / s for x, s in zip(margins[:2], mses[:2])]
+    z4 = [x / s for x, s in zip(margins[2:], mses[2:])]
+    assert f"only {min(z3):.1f}–{max(z3):.0f} SE above seed 37's" in text
+    assert (f"it is clear ({min(margins[2:]):.3f}–{max(margins[2:]):.3f} above seed 37's, "
+            f"{int(min(z4))}–{int(max(z4)) + 1} SE)") in text
+    assert f"leave to the level is {min(share):.2f}–{max(share):.2f}" in text
+    frac = [se / (b - s) for se, b, s in
+            zip(ses[:2], [d - x for d, x in zip(decs["M3"], drops[:2])], m.SEED37["tpr_low_all"])]
+    assert f"(each drop's SE, {ses[0]:.3f}, is {min(frac):.2f}–{max(frac):.2f} of the gap)" in text
+    assert (f"({below[0]:.3f} / {below[1]:.3f} against {below37[0]:.3f} / {below37[1]:.3f}), so "
+            f"the upper bound holds no better there ({1 - below[0]:.3f} / {1 - below[1]:.3f} "
+            f"one-sided against {1 - below37[0]:.3f} / {1 - below37[1]:.3f})") in text
     assert f"covers {armb[0]:.3f} at 1e-3 and {armb[1]:.3f} at 1e-4" in text
-    assert f"(CV {cv37:.2f} against {cv4:.2f} at 1e-4 one arm) and more skewed ({sk37:+.2f} against {sk4:+.2f})" in text
+    assert (f"{min(cvr):.1f}–{max(cvr):.1f} times as variable relative to their mean (CV "
+            f"{sh37['tpr_low_all'][0]:.2f} / {sh37['tpr_vlow_all'][0]:.2f} against "
+            f"{shm['tpr_low_all'][0]:.2f} / {shm['tpr_vlow_all'][0]:.2f} one arm") in text
+    assert (f"more skewed at 1e-4 ({sh37['tpr_vlow_all'][1]:+.2f} against {shm['tpr_vlow_all'][1]:+.2f}) "
+            f"though not at 1e-3 ({sh37['tpr_low_all'][1]:+.2f} against {shm['tpr_low_all'][1]:+.2f})") in text
+    assert sh37["tpr_low_all"][1] < shm["tpr_low_all"][1]
+    assert (f"`twoway`'s SD is {min(sd37):.2f}–{max(sd37):.2f} of the points' SD there against "
+            f"{min(sdm):.2f}–{max(sdm):.2f} here") in text
     assert (f"binds in {100 * min(binds37):.0f}–{100 * max(binds37):.0f} % of seed 37's runs "
             f"against {100 * min(binds):.0f}–{100 * max(binds):.0f} % here") in text
-    assert (f"cover {min(x[1] for x in split):.2f}–{max(x[1] for x in split):.2f} and the free "
-            f"ones {min(x[2] for x in split):.2f}–{max(x[2] for x in split):.2f}") in text
+    assert (f"(the floored runs cover {min(x[1] for x in split):.2f}–{max(x[1] for x in split):.2f} "
+            f"here, {min(x[1] for x in split37):.2f}–{max(x[1] for x in split37):.2f} there)") in text
+    assert f"three simulated regimes' ({min(ratios):.2f}–{max(ratios):.2f} in these stores'" in text
     quoted = f"{min(dec):.3f}-{max(dec):.3f}"
     for t in (_COVERAGE_TEXT, _tpr_rule_text("twoway")):
         assert f"under normal noise at that TPR {quoted}" in " ".join(t.split())

@@ -146,8 +146,8 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "under-covers, 0.78-0.96, and no floor tried mends that without over-covering "
     "elsewhere, `tpr32_floor_plan.md`; in one simulated setup with heavy-tailed t3 scores "
     "and a lower TPR it covers 0.878-0.908, `tpr32_heavy_plan.md`, and under normal noise "
-    "at that TPR 0.934-0.962, so the TPR level alone does not reproduce that, "
-    "`tpr32_matched_plan.md`). "
+    "at that TPR 0.934-0.962, so the TPR level alone does not reproduce that (thinly at "
+    "1e-3; one simulated setup, one seed per level), `tpr32_matched_plan.md`). "
     "The default run's shadows carry more "
     "sample variance relative to the pairs' than the simulation (README *Intervals*). "
     "Misses are lopsided for memorization on few samples (mostly below the truth), which "
@@ -233,7 +233,8 @@ def _tpr_rule_text(rule: str) -> str:
             "over-covering elsewhere (`tpr32_floor_plan.md`); in one simulated setup with "
             "heavy-tailed (t3) scores and a lower TPR it covers only 0.878-0.908 "
             "(`tpr32_heavy_plan.md`), and under normal noise at that TPR 0.934-0.962, so the "
-            "TPR level alone does not reproduce that (`tpr32_matched_plan.md`); `pairs_t`, "
+            "TPR level alone does not reproduce that (thinly at 1e-3; one simulated setup, one "
+            "seed per level; `tpr32_matched_plan.md`); `pairs_t`, "
             "the rule at 8 pairs, under-covers there: "
             f"{seed27}")
 
