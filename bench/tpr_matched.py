@@ -90,11 +90,9 @@ def level_word(store: Path, fig: str) -> tuple[str, list[float], dict]:
 
 
 def _pooled_c1(fig: str, key: str) -> tuple[float, int]:
-    hit = n = 0
-    for st in BASELINE:
-        c = cells(R.ROOT / st, fig, ("C1",))["C1"][key]
-        hit, n = hit + round(c["coverage"] * c["runs"]), n + c["runs"]
-    return hit / n, n
+    """C1's coverage of one cell over the seed-35 + 36 baseline's runs, and their number."""
+    c = R._pool_scores([cells(R.ROOT / st, fig, ("C1",))["C1"][key] for st in BASELINE])
+    return c["coverage"], c["runs"]
 
 
 def _diff(p: float, n: int, q: float, m: int) -> str:
@@ -115,17 +113,11 @@ def shape(store: Path, fig: str) -> dict:
 
 
 def floor_split(store: Path, fig: str) -> dict:
-    """{cell: (runs where C1's floor binds, their coverage, free runs' coverage)}."""
-    truth, rec, pairs = R.load(store)
-    out = {}
-    for k in "ad":
-        r = rec[f"{fig}_{k}"]
-        lo, hi = R.one_arm(r, "C1", pairs)
-        hit = (lo <= truth[f"{fig}_{k}"]) & (truth[f"{fig}_{k}"] <= hi)
-        m = R.floor_binds(r)
-        out[k] = (int(m.sum()), float(hit[m].mean()) if m.any() else float("nan"),
-                  float(hit[~m].mean()) if (~m).any() else float("nan"))
-    return out
+    """{cell a / d: (runs where C1's floor binds, their coverage, free runs' coverage)}
+    (tpr_rules.floor_scores)."""
+    sc = R.floor_scores(store, fig, ("C1",))["C1"]
+    return {k: (sc[cell]["floored"]["runs"], sc[cell]["floored"]["coverage"],
+                sc[cell]["free"]["coverage"]) for cell, k in R.CELLS}
 
 
 def readout(stores: dict[str, Path], check: bool = True, baseline: bool = True

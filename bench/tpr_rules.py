@@ -126,8 +126,14 @@ def difference(ra: np.ndarray, rb: np.ndarray, rd: np.ndarray, rule: str, pairs:
 
 
 def score(lo: np.ndarray, hi: np.ndarray, truth: float) -> dict:
+    """Coverage, its Wilson range, the finite runs, mean width and misses on each side of
+    the finite intervals; with none, runs 0 and the rest nan (no range)."""
     ok = np.isfinite(lo) & np.isfinite(hi)
     lo, hi = lo[ok], hi[ok]
+    if not ok.any():
+        nan = float("nan")
+        return {"coverage": nan, "mc_range": None, "runs": 0, "mean_width": nan,
+                "miss_below": nan, "miss_above": nan}
     c = float(((lo <= truth) & (truth <= hi)).mean())
     return {"coverage": c, "mc_range": wilson(c, int(ok.sum())), "runs": int(ok.sum()),
             "mean_width": float((hi - lo).mean()), "miss_below": float((hi < truth).mean()),
@@ -146,9 +152,10 @@ def table(store: Path, fig: str = "tpr_low_all", truth: dict | None = None) -> d
 
 
 def floor_scores(store: Path, fig: str, rules=FLOOR_CANDIDATES) -> dict:
-    """{rule: {cell: {"all": score, "floored": score}}} on one store, each run against the
-    store's own truth; "floored": the runs where C1's floor binds in that cell's record (the
-    same runs for every rule). The difference reads its own record (a - b), as C1-C3 do."""
+    """{rule: {cell: {"all": score, "floored": score, "free": score}}} on one store, each
+    run against the store's own truth; "floored": the runs where C1's floor binds in that
+    cell's record (the same runs for every rule), "free" the others. The difference reads
+    its own record (a - b), as C1-C3 do."""
     truth, rec, pairs = load(store)
     out = {}
     for rule in rules:
@@ -158,7 +165,8 @@ def floor_scores(store: Path, fig: str, rules=FLOOR_CANDIDATES) -> dict:
             lo, hi = one_arm(r, rule, pairs)
             t = truth[f"{fig}_{arm}"]
             m = floor_binds(r)
-            out[rule][cell] = {"all": score(lo, hi, t), "floored": score(lo[m], hi[m], t)}
+            out[rule][cell] = {"all": score(lo, hi, t), "floored": score(lo[m], hi[m], t),
+                               "free": score(lo[~m], hi[~m], t)}
     return out
 
 

@@ -369,6 +369,8 @@ def test_the_floor_plans_rules_where_the_truth_is_known(tmp_path):
     for cell in ("one_arm", "difference"):
         assert sc["C1"][cell]["floored"]["runs"] == 2000
         assert sc["C1"][cell]["floored"]["coverage"] == pytest.approx(0.834, abs=0.025)
+        assert sc["C1"][cell]["free"]["runs"] == 2000  # the other half: twoway = s^2
+        assert sc["C1"][cell]["free"]["coverage"] == pytest.approx(0.95, abs=0.015)
         assert sc["C10"][cell]["floored"]["coverage"] == pytest.approx(0.95, abs=0.015)
         assert sc["C11"][cell]["floored"]["coverage"] > 0.995
         assert sc["C9"][cell]["floored"]["coverage"] == pytest.approx(0.917, abs=0.02)  # 0.75 s^2
@@ -480,15 +482,8 @@ def test_readme_and_report_quote_the_heavy_tailed_check():
     tabs = {f: rules.table(store, f) for f in ("tpr_low_all", "tpr_vlow_all")}
     assert not rules.confirms(tabs, "C1")
     c1 = [tabs[f]["C1"][k]["coverage"] for f in tabs for k in ("one_arm", "difference")]
-    floored, free = [], []
-    for f in tabs:
-        for arm in ("a", "d"):
-            r = rec[f"{f}_{arm}"]
-            lo, hi = rules.one_arm(r, "C1", pairs)
-            hit = (lo <= truth[f"{f}_{arm}"]) & (truth[f"{f}_{arm}"] <= hi)
-            m = rules.floor_binds(r)
-            floored.append(hit[m].mean())
-            free.append(hit[~m].mean())
+    split = [x for f in tabs for x in rules.floor_scores(store, f, ("C1",))["C1"].values()]
+    floored, free = [x["floored"]["coverage"] for x in split], [x["free"]["coverage"] for x in split]
     r = rec["tpr_vlow_all_a"]
     upper = ((r[:, 0] + rules.Z * np.sqrt(rules.variance(r, "C1"))) >= truth["tpr_vlow_all_a"]).mean()
     c11 = [x for f in ("tpr_low_all", "tpr_vlow_all")
