@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 import bnmem  # noqa: E402,F401
+import jsonl  # noqa: E402  (bench/jsonl.py)
 import lscpu  # noqa: E402
 import real_shadow_coverage as C  # noqa: E402
 import real_shadow_halves as H  # noqa: E402
@@ -134,9 +135,9 @@ def write_units(a: argparse.Namespace, record) -> None:
 # ---- step 2: coverage and the plan's decision ---------------------------------------------
 
 def load_cells(path: Path) -> tuple[dict, dict]:
-    lines = path.read_text().splitlines()
-    head = json.loads(lines[0])
-    units = [json.loads(x) for x in lines[1:]]
+    head, *units = jsonl.lines(path)
+    if head is None or None in units:
+        raise SystemExit(f"{path}: a line is not JSON")
     keys = [k for k in units[0] if k not in ("unit", "pairs")]
     return head, {"pairs": [u["pairs"] for u in units],
                   **{k: np.array([u[k] for u in units], float) for k in keys}}

@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jsonl  # noqa: E402  (bench/jsonl.py)
 import real_shadow_rules as R  # noqa: E402  (bench/real_shadow_rules.py)
 from matched_rules import NAMES  # noqa: E402
 from tpr_rules import Z  # noqa: E402
@@ -66,10 +67,8 @@ def load(main: Path, halves: Path, subsets: int = 200) -> dict:
 
 def _has_subsets(store: Path) -> bool:
     """Whether the main store holds coverage subsets (records of 5 values), not only blocks."""
-    for line in store.read_text().splitlines()[1:]:
-        try:
-            u = json.loads(line)
-        except ValueError:
+    for u in jsonl.lines(store)[1:]:
+        if u is None:
             continue
         if u["kind"] == "run" and len(next(v for k, v in u["value"].items() if k != "pairs")) == 5:
             return True

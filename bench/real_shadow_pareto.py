@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 import bnmem  # noqa: E402,F401
+import jsonl  # noqa: E402  (bench/jsonl.py)
 import lscpu  # noqa: E402
 import real_shadow_anova as RA  # noqa: E402
 import real_shadow_coverage as C  # noqa: E402
@@ -192,9 +193,9 @@ def load(label: str, seed: int, subsets: int) -> dict:
     from its per-candidate store (same pool, same subsets)."""
     d = RA.load_pool(label, seed, subsets)
     path = ROOT / "results" / f"real_shadows_pareto_seed{seed}.jsonl"
-    lines = path.read_text().splitlines()
-    head = json.loads(lines[0])
-    units = [json.loads(x) for x in lines[1:1 + subsets]]
+    head, *units = jsonl.lines(path)[:1 + subsets]
+    if head is None or None in units:
+        raise SystemExit(f"{path}: a line is not JSON")
     fp = json.loads((ROOT / "results" / f"real_shadows_seed{seed}.meta.json").read_text())["pool"]
     if head["pool"] != fp or len(units) < subsets:
         raise SystemExit(f"pool {label}: {path} is not the main store's pool or lacks subsets")

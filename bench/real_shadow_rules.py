@@ -25,6 +25,7 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jsonl  # noqa: E402  (bench/jsonl.py)
 from matched_rules import DESIGNS as N_DESIGNS, NAMES, PLANS, interval  # noqa: E402  (bench/matched_rules.py)
 from tpr_rules import Z  # noqa: E402
 
@@ -60,14 +61,7 @@ def half_width(r: np.ndarray, rule: str) -> np.ndarray:
 def store_units(store: Path) -> dict:
     """{(kind, i): value} of a resumable store's units (bnmem.attack.coverage.simulate_all);
     the first line (the study's fingerprint) and a line a kill cut short are skipped."""
-    units = {}
-    for line in store.read_text().splitlines()[1:]:
-        try:
-            u = json.loads(line)
-        except ValueError:
-            continue
-        units[u["kind"], u["i"]] = u["value"]
-    return units
+    return {(u["kind"], u["i"]): u["value"] for u in jsonl.lines(store)[1:] if u is not None}
 
 
 def load(store: Path, subsets: int | None = None) -> dict:
