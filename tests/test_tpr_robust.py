@@ -1,0 +1,122 @@
+"""The seventh TPR plan's analysis (bench/tpr_robust.py, bench/results/tpr32_robust_plan.md):
+its selection regenerates from the committed stores, and its confirmation decides cell by
+cell on stores whose truth is known, after refusing stores that are not the planned studies."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, load_script
+
+R = load_script("bench/tpr_robust.py")
+TRUTH = {"a": 0.012, "b": 0.004}
+
+
+def test_the_selection_regenerates_and_selects_c4():
+    """`select` over seeds 35-39 gives the table committed with the plan, byte for byte, and
+    C4, the only candidate qualifying in all 20 cells; the plan's table quotes its rows."""
+    sel = R.select()
+    assert sel["selected"] == R.SELECTED == "C4"
+    assert R.select_markdown(sel) == (ROOT / "bench/results/tpr32_robust_select.md").read_text()
+    assert [r for r, x in sel["rows"].items() if x["qualifies"]] == ["C4"]
+    plan = (ROOT / "bench/results/tpr32_robust_plan.md").read_text()
+    for rule, x in sel["rows"].items():
+        assert (f"| {rule} | {x['lowest']:.3f} | {x['below']:.3f} | {x['above']:.3f} | "
+                f"{x['over_upper']} | {x['width'] * 1e3:.2f} |") in plan, rule
+    c4 = sel["rows"]["C4"]
+    assert (c4["lowest"], c4["over_upper"], c4["cells"]) == (pytest.approx(0.952), 6, 20)
+
+
+def _store(path: Path, rng, command: str, weak=(), rho=(), nonfinite=(), runs: int = 500) -> Path:
+    """A components store whose truth is known (TRUTH; the difference a - b): per run and
+    figure, arm points N(t, (t / 8)^2) drawn independently, the difference's point a - b,
+    every design variance 1.3 times the arm's true variance (C4 on the square-root scale
+    then covers about 0.975 (1.96 sqrt 1.3 = 2.23 sd), each tail about 0.013: a clear pass, not a coin flip at the
+    edges) and the arms' covariance 0 in the difference's record (MOVER with rho 0 is then
+    about right). In `weak` cells ((figure, arm), arm "a" or "b") V_b is a tenth of the
+    true variance (about 0.47 coverage); in `rho` figures the difference's record says the
+    arms correlate fully (MOVER then subtracts the halves: the difference under-covers); a
+    nan point in run 0 of `nonfinite` cells."""
+    lines = [json.dumps({"study": "x"})]
+    for i in range(runs):
+        val = {}
+        for f in ("tpr_low_all", "tpr_vlow_all"):
+            pt, var = {}, {}
+            for arm in "ab":
+                sd = TRUTH[arm] / 8
+                pt[arm], var[arm] = TRUTH[arm] + sd * rng.standard_normal(), sd * sd
+            pt["d"], var["d"] = pt["a"] - pt["b"], var["a"] + var["b"]
+            for arm in "abd":
+                v = 1.3 * var[arm]
+                vb = var[arm] / 10 if (f, arm) in weak else v
+                cov = np.sqrt(var["a"] * var["b"]) if (arm == "d" and f in rho) else 0.0
+                p = float("nan") if (i == 0 and (f, arm) in nonfinite) else pt[arm]
+                val[f"{f}_{arm}"] = [p, v, v, vb, v, np.nan, np.nan, cov]
+        lines.append(json.dumps({"kind": "run", "i": i, "value": val}))
+    lines += [json.dumps({"kind": "truth", "i": i, "value": [0.0]}) for i in range(1000)]
+    path.write_text("\n".join(lines) + "\n")
+    truth = {f"{f}_{arm}": (TRUTH["a"] - TRUTH["b"] if arm == "d" else TRUTH[arm])
+             for f in ("tpr_low_all", "tpr_vlow_all") for arm in "abd"}
+    path.with_suffix(".meta.json").write_text(json.dumps({"truth": truth, "runs": runs,
+                                                          "command": command}))
+    return path
+
+
+def _cmd(regime: str) -> str:
+    """The planned study's command with other --workers and --store (free flags)."""
+    out = R.PLANNED[regime].replace("--workers 1", "--workers 2")
+    return out.replace(out.split("--store ")[1], "/w/s.jsonl")
+
+
+@pytest.mark.slow
+def test_the_confirmation_decides_cell_by_cell_where_the_truth_is_known(tmp_path):
+    """On planned-study stores whose truth is known, C4 covers about 0.975 in every cell and
+    confirms; a fully correlated difference record (MOVER's rho) or one non-finite interval
+    each make exactly that cell fail; a weak V_b in arm a fails arm a and, through MOVER's
+    arm intervals, the paired cell; in arm b (scored beside, deciding nothing) it shows in
+    arm b's row and, b's SD being a third of a's, leaves the paired cell passing;
+    swapped or short stores are refused before any decision."""
+    rng = np.random.default_rng(41)
+    normal = _store(tmp_path / "n.jsonl", rng, _cmd("normal"))
+    t3 = _store(tmp_path / "t.jsonl", rng, _cmd("t3"))
+    res = R.confirm(normal, t3)
+    assert res["confirms"] is True
+    assert all(x["coverage"] == pytest.approx(0.975, abs=0.02) and x["runs"] == 500
+               for x in res["cells"].values())
+    text = R.confirm_markdown(res, normal, t3)
+    assert "**C4 confirms: True**" in text and "(fails)" not in text
+    assert "| t3 | tpr_vlow_all | paired | 0.9" in text
+
+    def fails(store_n, store_t):
+        got = R.confirm(store_n, store_t)
+        return got["confirms"], sorted(k for k, x in got["cells"].items()
+                                       if not R.qualifies(x, 500))
+    weak = _store(tmp_path / "w.jsonl", rng, _cmd("t3"), weak={("tpr_low_all", "a")})
+    assert fails(normal, weak) == (False, [("t3", "tpr_low_all", "a"), ("t3", "tpr_low_all", "d")])
+    corr = _store(tmp_path / "c.jsonl", rng, _cmd("normal"), rho={"tpr_vlow_all"})
+    assert fails(corr, t3) == (False, [("normal", "tpr_vlow_all", "d")])
+    weak_b = _store(tmp_path / "b.jsonl", rng, _cmd("t3"), weak={("tpr_vlow_all", "b")})
+    assert fails(normal, weak_b) == (True, [])  # b's SD is a third of a's: MOVER barely moves
+    assert R.confirm(normal, weak_b)["arm_b"]["C4"][("t3", "tpr_vlow_all", "b")]["coverage"] < 0.6
+    nf = _store(tmp_path / "f.jsonl", rng, _cmd("normal"), nonfinite={("tpr_low_all", "d")})
+    ok, bad = fails(nf, t3)
+    assert (ok, bad) == (False, [("normal", "tpr_low_all", "d")])
+    assert R.confirm(nf, t3)["cells"][("normal", "tpr_low_all", "d")]["runs"] == 499
+    with pytest.raises(SystemExit, match="not the planned one"):
+        R.confirm(t3, normal)
+    short = _store(tmp_path / "s.jsonl", rng, _cmd("normal"), runs=499)
+    with pytest.raises(SystemExit, match="499 runs"):
+        R.confirm(short, t3)
+
+
+def test_a_cell_qualifies_only_inside_the_plans_edges():
+    """The criterion's edges: coverage 0.93 and a tail of 0.04 qualify; 0.928, a tail of
+    0.042 or one interval fewer than the runs does not."""
+    base = {"coverage": 0.95, "miss_below": 0.02, "miss_above": 0.03, "runs": 500}
+    assert R.qualifies(base, 500)
+    assert R.qualifies(dict(base, coverage=0.93, miss_below=0.04, miss_above=0.03), 500)
+    assert not R.qualifies(dict(base, coverage=0.928), 500)
+    assert not R.qualifies(dict(base, miss_below=0.042), 500)
+    assert not R.qualifies(dict(base, miss_above=0.042), 500)
+    assert not R.qualifies(dict(base, runs=499), 500)
