@@ -78,7 +78,7 @@ def _truth(args: tuple) -> np.ndarray:
     return np.concatenate([v[0], v[1], v[0] - v[1]])
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=500)
     ap.add_argument("--truth-runs", type=int, default=1000)
@@ -98,12 +98,13 @@ def main() -> None:
     ap.add_argument("--effects", type=float, nargs=2, default=list(EFFECTS),
                     metavar=("A", "B"), help="the arms' membership effects (default "
                     f"{EFFECTS[0]} {EFFECTS[1]}): e.g. a lower TPR under normal noise")
-    a = ap.parse_args()
-    if not all(0 <= e for e in a.effects):
-        ap.error(f"--effects {a.effects[0]} {a.effects[1]}: valid: two numbers >= 0")
-    if a.noise_df is not None and not a.vlow:
-        ap.error("--noise-df needs --vlow (the figures ride in the same argument slot)")
-    t0 = time.time()
+    return ap
+
+
+def study_args(a: argparse.Namespace) -> tuple[list, list, tuple]:
+    """(truth units' arguments, run units' arguments, figures) of a parsed study command:
+    what simulate_all runs and fingerprints (bnmem.attack.coverage._fingerprint), so that a
+    plan can recompute the fingerprint its store must carry (bench/tpr_robust.py)."""
     kind = sample_kinds(a.n, a.flipped, a.ood)
     eff = tuple(a.effects)
     figs = VLOW_FIGS if a.vlow else FIGS
@@ -114,6 +115,23 @@ def main() -> None:
                    *extra) for s in range(a.truth_runs)]
     run_args = [(a.n_models, a.n, eff, kind, a.draws, a.seed * 1_000_003 + r, a.arm_rho, *extra)
                 for r in range(a.runs)]
+    return truth_args, run_args, figs
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = parser()
+    a = ap.parse_args(argv)
+    if not all(0 <= e for e in a.effects):
+        ap.error(f"--effects {a.effects[0]} {a.effects[1]}: valid: two numbers >= 0")
+    if a.noise_df is not None and not a.vlow:
+        ap.error("--noise-df needs --vlow (the figures ride in the same argument slot)")
+    return a
+
+
+def main() -> None:
+    a = parse()
+    t0 = time.time()
+    truth_args, run_args, figs = study_args(a)
     truth, done = simulate_all(_truth, truth_args, _run, run_args, a.workers, Path(a.store))
     names = [f"{f}_{s}" for s in ("a", "b", "d") for f in figs]
     meta = {"truth": dict(zip(names, map(float, truth))), "seconds": round(time.time() - t0, 1),

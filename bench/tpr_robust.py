@@ -6,11 +6,13 @@ that holds 95 % from below under both normal and Student-t (3 df) scores.
         results/tpr32_components_robust_t3_seed41.jsonl [--md out.md]
 
 `select` reads the five 20-draw stores of seeds 35-39 (read before the plan: a post-hoc
-selection); `confirm` the two fresh stores, after the store and study checks. A rule
+selection); `confirm` the two fresh stores, after the store and study checks (the store's
+fingerprint recomputed from the planned command, bench_tpr_components.study_args). A rule
 qualifies in a cell (TPR at FPR 1e-3 / 1e-4; one arm, arm a, or the paired difference a - b)
 when every run has a finite interval, coverage is at least FLOOR and neither tail misses
 more than TAIL; rules as bench/tpr_rules.py defines them, each run against its store's own
-truth.
+truth. The confirmation also asks, of arm b alone (amended before the read), that the rule
+qualifies there or covers at least as often as C1 on the same runs.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jsonl  # noqa: E402  (bench/jsonl.py)
 import tpr_rules as T  # noqa: E402  (bench/tpr_rules.py)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +41,36 @@ PLANNED = {"normal": _STUDY.format(seed=40, noise="", name="normal"),
            "t3": _STUDY.format(seed=41, noise=" --noise-df 3", name="t3")}
 BESIDE = ("C0", "C1", "C11")
 CELLS = (("one_arm", "a"), ("difference", "d"))
+
+
+def planned_fingerprint(regime: str) -> str:
+    """The fingerprint (bnmem.attack.coverage._fingerprint) the planned study of `regime`
+    writes on its store's first line: every unit's arguments, so seeds, effects, noise,
+    sample kinds and draws, not only the command's words."""
+    from bnmem.attack.coverage import _fingerprint
+    comp = _components()
+    truth_args, run_args, _ = comp.study_args(comp.parse(PLANNED[regime].split()[2:]))
+    return _fingerprint(truth_args, run_args)
+
+
+def _components():
+    """bench/bench_tpr_components.py as a module."""
+    import importlib.util
+    path = Path(__file__).resolve().parent / "bench_tpr_components.py"
+    spec = importlib.util.spec_from_file_location("bench_tpr_components", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def check_fingerprint(store: Path, regime: str) -> None:
+    """SystemExit with one line unless `store`'s first line names the planned study's
+    fingerprint (a relabelled meta file cannot pass: the units' arguments decide)."""
+    head = jsonl.lines(store)[0] or {}
+    want = planned_fingerprint(regime)
+    if head.get("study") != want:
+        raise SystemExit(f"{store}: its units are study {head.get('study')}, not the planned "
+                         f"{regime} study's {want}; no decision is read")
 
 
 def cells(store: Path, rule: str, arms: tuple[str, ...] = ("a", "d")) -> dict:
@@ -89,13 +122,18 @@ def confirm(normal: Path, t3: Path, rule: str = SELECTED) -> dict:
     for regime, store in stores.items():
         T.check_store(store)
         T.check_study(store, PLANNED[regime])
+        check_fingerprint(store, regime)
     got = {(regime, *k): x for regime, st in stores.items() for k, x in cells(st, rule).items()}
     beside = {r: {(regime, *k): x for regime, st in stores.items() for k, x in cells(st, r).items()}
               for r in BESIDE}
     arm_b = {r: {(regime, *k): x for regime, st in stores.items()
                  for k, x in cells(st, r, ("b",)).items()} for r in (rule, "C1")}
-    return {"rule": rule, "confirms": all(qualifies(x, T.SECOND_RUNS) for x in got.values()),
-            "cells": got, "beside": beside, "arm_b": arm_b}
+    b_ok = {k: qualifies(x, T.SECOND_RUNS) or (x["runs"] == T.SECOND_RUNS
+                                                and x["coverage"] >= arm_b["C1"][k]["coverage"])
+            for k, x in arm_b[rule].items()}
+    decided = all(qualifies(x, T.SECOND_RUNS) for x in got.values())
+    return {"rule": rule, "confirms": decided and all(b_ok.values()), "decision_cells": decided,
+            "arm_b_ok": b_ok, "cells": got, "beside": beside, "arm_b": arm_b}
 
 
 def _cell(x: dict) -> str:
@@ -137,7 +175,11 @@ def confirm_markdown(res: dict, normal: Path, t3: Path) -> str:
             for k, x in res["cells"].items() if x["coverage"] > UPPER]
     ratio = [res["cells"][k]["mean_width"] / res["beside"]["C1"][k]["mean_width"]
              for k in res["cells"]]
-    L += ["", f"**{rule} confirms: {res['confirms']}**", "",
+    bad_b = [f"{k[0]} {k[1]}" for k, ok in res["arm_b_ok"].items() if not ok]
+    L += ["", f"Decision cells (arm a, paired): {'all qualify' if res['decision_cells'] else 'not all qualify'}; "
+          f"arm b, qualifying or at least C1's coverage: "
+          + ("every cell" if not bad_b else "fails in " + "; ".join(bad_b)) + ".", "",
+          f"**{rule} confirms: {res['confirms']}**", "",
           "Beside, deciding nothing:", "",
           f"- {rule} cells above {UPPER}: " + ("; ".join(over) or "none") + ".",
           f"- {rule}'s mean width over C1's, per cell: {min(ratio):.3f}-{max(ratio):.3f}.",

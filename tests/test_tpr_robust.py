@@ -11,6 +11,23 @@ from conftest import ROOT, load_script
 
 R = load_script("bench/tpr_robust.py")
 TRUTH = {"a": 0.012, "b": 0.004}
+FP = {"normal": "7895f3c0d5211c8a", "t3": "860a7e7e5b251f93"}  # the planned studies'
+
+
+def test_the_planned_fingerprints_are_the_studies_own():
+    """planned_fingerprint recomputes a study's fingerprint from its command alone: with
+    seed 35's and seed 37's seeds the planned commands give those stores' first lines (the
+    generator and the argument tuples unchanged since), and the planned seeds give FP."""
+    for regime, seed, store in (("normal", 35, "tpr32_components_20draws_seed35"),
+                                ("t3", 37, "tpr32_components_heavy_seed37")):
+        cmd = R.PLANNED[regime].replace(f"--seed {40 if regime == 'normal' else 41}",
+                                        f"--seed {seed}")
+        comp = R._components()
+        from bnmem.attack.coverage import _fingerprint
+        got = _fingerprint(*comp.study_args(comp.parse(cmd.split()[2:]))[:2])
+        head = json.loads((ROOT / "results" / f"{store}.jsonl").open().readline())
+        assert got == head["study"], regime
+        assert R.planned_fingerprint(regime) == FP[regime]
 
 
 def test_the_selection_regenerates_and_selects_c4():
@@ -28,7 +45,8 @@ def test_the_selection_regenerates_and_selects_c4():
     assert (c4["lowest"], c4["over_upper"], c4["cells"]) == (pytest.approx(0.952), 6, 20)
 
 
-def _store(path: Path, rng, command: str, weak=(), rho=(), nonfinite=(), runs: int = 500) -> Path:
+def _store(path: Path, rng, command: str, weak=(), rho=(), nonfinite=(), runs: int = 500,
+           study: str | None = None) -> Path:
     """A components store whose truth is known (TRUTH; the difference a - b): per run and
     figure, arm points N(t, (t / 8)^2) drawn independently, the difference's point a - b,
     every design variance 1.3 times the arm's true variance (C4 on the square-root scale
@@ -37,8 +55,10 @@ def _store(path: Path, rng, command: str, weak=(), rho=(), nonfinite=(), runs: i
     about right). In `weak` cells ((figure, arm), arm "a" or "b") V_b is a tenth of the
     true variance (about 0.47 coverage); in `rho` figures the difference's record says the
     arms correlate fully (MOVER then subtracts the halves: the difference under-covers); a
-    nan point in run 0 of `nonfinite` cells."""
-    lines = [json.dumps({"study": "x"})]
+    nan point in run 0 of `nonfinite` cells. First line: `study` (default: the planned
+    study's fingerprint for the regime `command` names)."""
+    regime = "t3" if "--noise-df" in command else "normal"
+    lines = [json.dumps({"study": study or FP[regime]})]
     for i in range(runs):
         val = {}
         for f in ("tpr_low_all", "tpr_vlow_all"):
@@ -74,9 +94,10 @@ def test_the_confirmation_decides_cell_by_cell_where_the_truth_is_known(tmp_path
     """On planned-study stores whose truth is known, C4 covers about 0.975 in every cell and
     confirms; a fully correlated difference record (MOVER's rho) or one non-finite interval
     each make exactly that cell fail; a weak V_b in arm a fails arm a and, through MOVER's
-    arm intervals, the paired cell; in arm b (scored beside, deciding nothing) it shows in
-    arm b's row and, b's SD being a third of a's, leaves the paired cell passing;
-    swapped or short stores are refused before any decision."""
+    arm intervals, the paired cell; in arm b it leaves the paired cell passing (b's SD is a
+    third of a's) and fails the confirmation by the arm-b clause (C1 covers more there);
+    swapped, short or relabelled stores (a planned command over another study's units) are
+    refused before any decision."""
     rng = np.random.default_rng(41)
     normal = _store(tmp_path / "n.jsonl", rng, _cmd("normal"))
     t3 = _store(tmp_path / "t.jsonl", rng, _cmd("t3"))
@@ -97,8 +118,13 @@ def test_the_confirmation_decides_cell_by_cell_where_the_truth_is_known(tmp_path
     corr = _store(tmp_path / "c.jsonl", rng, _cmd("normal"), rho={"tpr_vlow_all"})
     assert fails(corr, t3) == (False, [("normal", "tpr_vlow_all", "d")])
     weak_b = _store(tmp_path / "b.jsonl", rng, _cmd("t3"), weak={("tpr_vlow_all", "b")})
-    assert fails(normal, weak_b) == (True, [])  # b's SD is a third of a's: MOVER barely moves
-    assert R.confirm(normal, weak_b)["arm_b"]["C4"][("t3", "tpr_vlow_all", "b")]["coverage"] < 0.6
+    assert fails(normal, weak_b) == (False, [])  # no decision cell fails: b's SD is a third of a's
+    got = R.confirm(normal, weak_b)  # but arm b's own cell fails, and C1's there covers more
+    assert got["arm_b"]["C4"][("t3", "tpr_vlow_all", "b")]["coverage"] < 0.6
+    assert got["decision_cells"] is True and got["confirms"] is False
+    assert [k for k, ok in got["arm_b_ok"].items() if not ok] == [("t3", "tpr_vlow_all", "b")]
+    assert "arm b, qualifying or at least C1's coverage: fails in t3 tpr_vlow_all" in \
+        R.confirm_markdown(got, normal, weak_b)
     nf = _store(tmp_path / "f.jsonl", rng, _cmd("normal"), nonfinite={("tpr_low_all", "d")})
     ok, bad = fails(nf, t3)
     assert (ok, bad) == (False, [("normal", "tpr_low_all", "d")])
@@ -108,6 +134,9 @@ def test_the_confirmation_decides_cell_by_cell_where_the_truth_is_known(tmp_path
     short = _store(tmp_path / "s.jsonl", rng, _cmd("normal"), runs=499)
     with pytest.raises(SystemExit, match="499 runs"):
         R.confirm(short, t3)
+    relabelled = _store(tmp_path / "r.jsonl", rng, _cmd("normal"), study="8ca5d907d4ad8cc5")
+    with pytest.raises(SystemExit, match="not the planned normal study's 7895f3c0d5211c8a"):
+        R.confirm(relabelled, t3)
 
 
 def test_a_cell_qualifies_only_inside_the_plans_edges():
