@@ -180,15 +180,24 @@ def confirm_markdown(res: dict, normal: Path, t3: Path) -> str:
           f"arm b, qualifying or at least C1's coverage: "
           + ("every cell" if not bad_b else "fails in " + "; ".join(bad_b)) + ".", "",
           f"**{rule} confirms: {res['confirms']}**", "",
-          "Beside, deciding nothing:", "",
-          f"- {rule} cells above {UPPER}: " + ("; ".join(over) or "none") + ".",
-          f"- {rule}'s mean width over C1's, per cell: {min(ratio):.3f}-{max(ratio):.3f}.",
-          "- arm b (effect 0.3) alone:", "",
-          "| regime | figure | " + " | ".join(res["arm_b"]) + " |",
-          "|---|---|" + "---|" * len(res["arm_b"])]
-    for key in next(iter(res["arm_b"].values())):
+          "Arm b (effect 0.3), deciding through the amended clause: each cell qualifies, or "
+          f"{rule} covers at least as often as C1 on the same runs.", "",
+          "| regime | figure | " + " | ".join(res["arm_b"]) + " | clause |",
+          "|---|---|" + "---|" * len(res["arm_b"]) + "---|"]
+    for key, x in res["arm_b"][rule].items():
+        how = ("qualifies" if qualifies(x, T.SECOND_RUNS) else
+               "fails the criterion; at least C1's coverage" if res["arm_b_ok"][key] else "fails")
         L.append(f"| {key[0]} | {key[1]} | " + " | ".join(_cell(res["arm_b"][r][key])
-                                                          for r in res["arm_b"]) + " |")
+                                                          for r in res["arm_b"]) + f" | {how} |")
+    over = [f"{k[0]} {k[1]} {'one arm' if k[2] == 'a' else 'paired'} {x['coverage']:.3f}"
+            for k, x in res["cells"].items() if x["coverage"] > UPPER]
+    L += ["", "Beside, deciding nothing:", "",
+          f"- {rule} decision cells above {UPPER}: " + ("; ".join(over) or "none") + "."]
+    for regime in dict.fromkeys(k[0] for k in res["cells"]):
+        ratio = [res["cells"][k]["mean_width"] / res["beside"]["C1"][k]["mean_width"]
+                 for k in res["cells"] if k[0] == regime]
+        L.append(f"- {rule}'s mean width over C1's in the {regime} store's decision cells: "
+                 f"{min(ratio):.3f}-{max(ratio):.3f}.")
     return "\n".join(L) + "\n"
 
 

@@ -33,6 +33,8 @@ from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import jsonl  # noqa: E402  (bench/jsonl.py)
 from bnmem.attack.coverage import wilson  # noqa: E402
 
 Z = 1.959963984540054
@@ -45,12 +47,8 @@ def load(store: Path) -> tuple[dict, dict[str, np.ndarray], int]:
     """(truth {figure: value}, {figure: [runs, 8] records}, pairs)."""
     meta = json.loads(store.with_suffix(".meta.json").read_text())
     recs: dict[str, list] = {}
-    for line in store.read_text().splitlines()[1:]:
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        if d["kind"] != "run":
+    for d in jsonl.lines(store)[1:]:
+        if d is None or d["kind"] != "run":
             continue
         for k, v in d["value"].items():
             recs.setdefault(k, []).append(v)
@@ -335,8 +333,10 @@ def check_store(store: Path, reference: Path | None = None) -> None:
         raise SystemExit(f"{store}: no {meta_path.name} beside it (copy it with the store)")
     meta = json.loads(meta_path.read_text())
     runs, truths = [], 0
-    for line in store.read_text().splitlines()[1:]:
-        d = json.loads(line)
+    for d in jsonl.lines(store)[1:]:
+        if d is None:
+            raise SystemExit(f"{store}: a line is not JSON (a unit a kill cut short: resume "
+                             "the study to finish it)")
         if d.get("kind") == "run":
             runs.append(d["i"])
         elif d.get("kind") == "truth":
@@ -372,9 +372,8 @@ def common_truth(stores: list[Path]) -> dict:
     """The mean of the stores' truth runs, run by run (reported beside, deciding nothing)."""
     rows, names = [], None
     for store in stores:
-        for line in store.read_text().splitlines()[1:]:
-            d = json.loads(line)
-            if d.get("kind") == "truth":
+        for d in jsonl.lines(store)[1:]:
+            if d is not None and d.get("kind") == "truth":
                 rows.append(d["value"])
         names = list(json.loads(store.with_suffix(".meta.json").read_text())["truth"])
     return dict(zip(names, np.mean(np.asarray(rows, float), axis=0)))
