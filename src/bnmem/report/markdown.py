@@ -147,7 +147,7 @@ _COVERAGE_TEXT = (  # the figures come from the committed studies (tests/test_in
     "elsewhere, `tpr32_floor_plan.md`; in one simulated setup with heavy-tailed t3 scores "
     "and a lower TPR it covers 0.878-0.908, `tpr32_heavy_plan.md`, and under normal noise "
     "at that TPR 0.934-0.962, so the TPR level alone does not reproduce that (thinly at "
-    "1e-3; one simulated setup, one seed per level), `tpr32_matched_plan.md`), and again "
+    "1e-3; one simulated setup, one seed per level), `tpr32_matched_plan.md`, and again "
     "0.880-0.914 on a fresh seed 41; a seventh plan confirmed `both` on the square-root "
     "scale (C4), not in production, for arm a and the paired difference against coverage "
     ">= 0.93 with neither tail above 0.04, not against 93-97 % (0.956-0.982 under normal "
