@@ -180,6 +180,7 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
     plan = " ".join((ROOT / "bench/results/tpr32_robust_plan.md").read_text().split())
     report = [" ".join(t.split()) for t in (markdown._COVERAGE_TEXT,
                                             markdown._tpr_rule_text("twoway"))]
+    assert all(t.count("(") == t.count(")") for t in report)  # the clause nests, not dangles
     for regime in ("normal", "t3"):
         one3, pair3 = c[regime, "tpr_low_all", "a"], c[regime, "tpr_low_all", "d"]
         one4, pair4 = c[regime, "tpr_vlow_all", "a"], c[regime, "tpr_vlow_all", "d"]
