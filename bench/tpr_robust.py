@@ -47,20 +47,16 @@ def planned_fingerprint(regime: str) -> str:
     """The fingerprint (bnmem.attack.coverage._fingerprint) the planned study of `regime`
     writes on its store's first line: every unit's arguments, so seeds, effects, noise,
     sample kinds and draws, not only the command's words."""
+    return study_fingerprint(PLANNED[regime])
+
+
+def study_fingerprint(command: str) -> str:
+    """The fingerprint a bench_tpr_components.py command's store carries, from the command
+    alone (its parser and argument tuples, bench_tpr_components.study_args)."""
+    import bench_tpr_components as comp  # (imports bnmem: only when a fingerprint is asked for)
     from bnmem.attack.coverage import _fingerprint
-    comp = _components()
-    truth_args, run_args, _ = comp.study_args(comp.parse(PLANNED[regime].split()[2:]))
+    truth_args, run_args, _ = comp.study_args(comp.parse(command.split()[2:]))
     return _fingerprint(truth_args, run_args)
-
-
-def _components():
-    """bench/bench_tpr_components.py as a module."""
-    import importlib.util
-    path = Path(__file__).resolve().parent / "bench_tpr_components.py"
-    spec = importlib.util.spec_from_file_location("bench_tpr_components", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def check_fingerprint(store: Path, regime: str) -> None:

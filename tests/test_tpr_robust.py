@@ -22,11 +22,8 @@ def test_the_planned_fingerprints_are_the_studies_own():
                                 ("t3", 37, "tpr32_components_heavy_seed37")):
         cmd = R.PLANNED[regime].replace(f"--seed {40 if regime == 'normal' else 41}",
                                         f"--seed {seed}")
-        comp = R._components()
-        from bnmem.attack.coverage import _fingerprint
-        got = _fingerprint(*comp.study_args(comp.parse(cmd.split()[2:]))[:2])
         head = json.loads((ROOT / "results" / f"{store}.jsonl").open().readline())
-        assert got == head["study"], regime
+        assert R.study_fingerprint(cmd) == head["study"], regime
         assert R.planned_fingerprint(regime) == FP[regime]
 
 
@@ -152,9 +149,8 @@ def test_a_cell_qualifies_only_inside_the_plans_edges():
 
 
 def _pooled(stores, rule):
-    T = load_script("bench/tpr_rules.py")
     cs = [R.cells(ROOT / s, rule, ("a", "d", "b")) for s in stores]
-    return {k: T._pool_scores([c[k] for c in cs])["coverage"] for k in cs[0]}
+    return {k: R.T._pool_scores([c[k] for c in cs])["coverage"] for k in cs[0]}
 
 
 @pytest.mark.slow
@@ -167,7 +163,7 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
     still the pipeline's rule."""
     from bnmem.attack import intervals
     from bnmem.report import markdown
-    T = load_script("bench/tpr_rules.py")
+    T = R.T
     stores = [ROOT / "results" / f"tpr32_components_robust_{n}.jsonl"
               for n in ("normal_seed40", "t3_seed41")]
     res = R.confirm(*stores)
@@ -181,6 +177,7 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
     report = [" ".join(t.split()) for t in (markdown._COVERAGE_TEXT,
                                             markdown._tpr_rule_text("twoway"))]
     assert all(t.count("(") == t.count(")") for t in report)  # the clause nests, not dangles
+    widths = {}
     for regime in ("normal", "t3"):
         one3, pair3 = c[regime, "tpr_low_all", "a"], c[regime, "tpr_low_all", "d"]
         one4, pair4 = c[regime, "tpr_vlow_all", "a"], c[regime, "tpr_vlow_all", "d"]
@@ -191,9 +188,9 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
                 in text, regime
         ratio = [res["cells"][k]["mean_width"] / res["beside"]["C1"][k]["mean_width"]
                  for k in res["cells"] if k[0] == regime]
-        words = "1.02–1.08 times `twoway`'s width under normal noise, 1.10–1.17 under t3"
-        assert words in readme
-        assert f"{min(ratio):.2f}–{max(ratio):.2f}" in words
+        widths[regime] = f"{min(ratio):.2f}–{max(ratio):.2f}"
+    assert (f"{widths['normal']} times `twoway`'s width under normal noise, "
+            f"{widths['t3']} under t3") in readme
     tails = max(max(x["miss_below"], x["miss_above"]) for x in res["cells"].values())
     assert f"tails at most {tails:.3f}" in readme and f"tails at most {tails:.3f}" in report[0]
     c1 = {k: x for k, x in res["beside"]["C1"].items()}
