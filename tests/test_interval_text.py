@@ -28,9 +28,12 @@ def test_report_quotes_the_tpr_rules_confirmation():
     assert f"{100 * min(misses):.1f}-{100 * max(misses):.1f} % of runs" in text
     from scipy import stats
     assert f"{stats.t.ppf(0.975, 7):.2f} sd" in text  # t on 7 df (8 pairs)
-    # above 8 pairs TPR reads twoway (tpr32_rules_second_plan.md), a normal quantile
-    assert ("for TPR at low FPR: ± 1.96 sd, 2 (V_pairs + V_samples) − V_joint, floored at "
-            "V_pairs (`twoway`)") in _procedure_text("mixed", 20, 32)
+    # above 8 pairs TPR reads both_sqrt (tpr32_robust_plan.md), a normal quantile on the
+    # square-root scale
+    assert ("for TPR at low FPR: ± 1.96 sd on the square-root scale (delta method), "
+            "back-transformed, sd over draws that resample the pairs and the samples together, "
+            "and a difference by MOVER from its two arms' intervals (asymmetric intervals) "
+            "(`both_sqrt`)") in _procedure_text("mixed", 20, 32)
     # the rule the plan selected on seed 22 is the one the pipeline runs
     sel, qualifies = rules.select(rules.table(ROOT / "results" / "tpr_components_seed22.jsonl"))
     assert (sel, qualifies) == ("C6", False)
@@ -159,7 +162,9 @@ def test_the_report_names_the_tpr_rule_its_run_used():
     assert _tpr_rule_text("pairs_t").startswith("`pairs_t`, which at 64 shadows (32 pairs) under-covers")
     from bnmem.attack.intervals import TPR_RULE_MANY_PAIRS
     other = _tpr_rule_text(TPR_RULE_MANY_PAIRS)
-    assert other.startswith("`twoway`, the rule above 8 pairs") and "tpr32_rules_second_plan.md" in other
+    assert other.startswith("`both_sqrt`, the rule above 8 pairs") and "tpr32_robust_plan.md" in other
+    before = _tpr_rule_text("twoway")  # a run made under the rule before (an archived record)
+    assert before.startswith("`twoway`, the rule above 8 pairs") and "tpr32_rules_second_plan.md" in before
     report = " ".join((ROOT / "report.md").read_text().split())
     assert "the procedure of TPR at 1e-3, `pairs_t`, which at 64 shadows" in report  # 8 pairs
 

@@ -58,19 +58,23 @@ def test_the_committed_full_scale_sum_companion_is_the_tools_output(tmp_path):
     assert res.returncode != 0 and "has no both SD, which rule twoway needs" in res.stderr
 
 
-def test_the_full_scale_runs_tpr_intervals_are_twoway_and_read_back_under_it():
+def test_the_full_scale_runs_tpr_intervals_are_todays_rule_and_read_back_under_it():
     """The full-scale run of today's rules (results/fullscale, 32 pairs): every TPR interval
-    is `twoway` (TPR_RULE_MANY_PAIRS above 8 pairs), keeps the three design SDs it reads,
-    and tools/rerule.py under twoway gives every recorded interval back."""
-    from bnmem.attack.intervals import TPR_RULE_MANY_PAIRS
+    is TPR_RULE_MANY_PAIRS's (both_sqrt above 8 pairs), keeps the design SDs it reads (a
+    difference also its arms' points and V_b's), and tools/rerule.py under that rule gives
+    every recorded interval back."""
+    from bnmem.attack.intervals import SQRT_PROCEDURES, TPR_RULE_MANY_PAIRS, designs
     rerule = load_script("tools/rerule.py")
     m = json.loads((ROOT / "results/fullscale/results/membership.json").read_text())
-    assert int(m["pairs"]) == 32 and TPR_RULE_MANY_PAIRS == "twoway"
+    assert int(m["pairs"]) == 32 and TPR_RULE_MANY_PAIRS == "both_sqrt"
     recs = list(rerule.intervals(m))
     assert len(recs) >= 40
-    assert {r["rule"] for _, r in recs} == {"twoway"}
-    assert all({"pairs", "samples", "both"} <= set(r["sd"]) for _, r in recs)
-    rows = rerule.rerule(m, "twoway")
+    assert {r["rule"] for _, r in recs} == {TPR_RULE_MANY_PAIRS}
+    assert all(set(designs(TPR_RULE_MANY_PAIRS)) <= set(r["sd"]) for _, r in recs)
+    diffs = [r for p, r in recs if "/compare/" in p or "mitigations" in p]
+    assert len(diffs) >= 20 and all(len(r["arms"]) == 2 for r in diffs)
+    assert TPR_RULE_MANY_PAIRS in SQRT_PROCEDURES
+    rows = rerule.rerule(m, TPR_RULE_MANY_PAIRS)
     assert len(rows) == len(recs)
     for r in rows:
         assert r["after"] == pytest.approx(r["before"], rel=1e-12, abs=1e-15), r["figure"]

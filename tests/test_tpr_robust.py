@@ -175,7 +175,8 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
     readme = " ".join((ROOT / "README.md").read_text().split())
     plan = " ".join((ROOT / "bench/results/tpr32_robust_plan.md").read_text().split())
     report = [" ".join(t.split()) for t in (markdown._COVERAGE_TEXT,
-                                            markdown._tpr_rule_text("twoway"))]
+                                            markdown._tpr_rule_text("twoway"),
+                                            markdown._tpr_rule_text("both_sqrt"))]
     assert all(t.count("(") == t.count(")") for t in report)  # the clause nests, not dangles
     widths = {}
     for regime in ("normal", "t3"):
@@ -195,7 +196,7 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
     assert f"tails at most {tails:.3f}" in readme and f"tails at most {tails:.3f}" in report[0]
     c1 = {k: x for k, x in res["beside"]["C1"].items()}
     c1t3 = [x["coverage"] for k, x in c1.items() if k[0] == "t3"]
-    assert f"`twoway`, still the pipeline's rule, covered {min(c1t3):.3f}–{max(c1t3):.3f}" in readme
+    assert f"`twoway`, the rule it replaced, covered {min(c1t3):.3f}–{max(c1t3):.3f}" in readme
     assert all(f"again {min(c1t3):.3f}-{max(c1t3):.3f} on a fresh seed 41" in t for t in report)
     below = sorted(x["miss_below"] for k, x in c1.items() if k[0] == "normal")
     assert below[1] > 0.04 >= below[0]  # three of four cells above 0.04
@@ -235,5 +236,9 @@ def test_readme_report_and_plan_quote_the_robust_plans_outcome():
         vr += [np.median(rec[k][:, 3] / (rec[k][:, 1] + rec[k][:, 2])) for k in rec
                if k.startswith("tpr_")]
     assert f"median V_b / (V_p + V_s), {min(vr):.2f}–{max(vr):.2f}" in plan
+    # the production rule's own sentence (_tpr_rule_text("both_sqrt"))
+    assert f"(the studies' medians {min(vr):.2f}-{max(vr):.2f})" in report[2]
+    assert (f"fails that criterion ({b4[k3]['coverage']:.3f} at 1e-3), though it does better "
+            f"than `twoway`, the rule it replaced ({b1[k3]['coverage']:.3f} there") in report[2]
     assert f"| FPR 1e-4, one arm | {c['normal', 'tpr_vlow_all', 'a']:.3f};" in plan
-    assert intervals.TPR_RULE_MANY_PAIRS == "twoway"  # confirmed, not in production
+    assert intervals.TPR_RULE_MANY_PAIRS == "both_sqrt"  # C4, confirmed, in production since

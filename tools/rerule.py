@@ -18,8 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from bnmem.attack.intervals import (PROCEDURES, IntervalPlan, designs,  # noqa: E402
-                                    interval_records, rules_for, variance_from_sd)
+from bnmem.attack.intervals import (PROCEDURES, SQRT_PROCEDURES, IntervalPlan,  # noqa: E402
+                                    designs, interval_records, record_arms, rules_for,
+                                    variance_from_sd)
 
 
 def intervals(membership: dict):
@@ -38,7 +39,15 @@ def rerule(membership: dict, rule: str) -> list[dict]:
         if missing:
             raise SystemExit(f"{path}: the record has no {', '.join(missing)} SD, which rule "
                              f"{rule} needs (recorded: {', '.join(sorted(rec['sd'])) or 'none'})")
-        lo, hi = IntervalPlan(rule, pairs, {}).ci_from(rec["value"], var)
+        # a difference of two runs (a comparison's record) is read as one: a rule that builds
+        # it from its arms (SQRT_PROCEDURES) needs the arms the record keeps
+        figure = "tpr@equal" if "/compare/" in path or "mitigations" in path else "tpr"
+        arms = record_arms(rec)
+        if rule in SQRT_PROCEDURES and figure != "tpr" and arms is None:
+            raise SystemExit(f"{path}: a difference under {rule} is built from its arms' points "
+                             "and SDs, which this record does not keep (a run before the rule: "
+                             "re-run the attack stage)")
+        lo, hi = IntervalPlan(rule, pairs, {}).ci_from(rec["value"], var, figure, arms=arms)
         rows.append({"figure": path.lstrip("/"), "value": rec["value"], "before": [rec["lo"], rec["hi"]],
                      "after": [lo, hi], "width_ratio": (hi - lo) / (rec["hi"] - rec["lo"])})
     return rows
@@ -59,7 +68,7 @@ def markdown(rows: list[dict], rule: str, source: str, pairs: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("membership", type=Path)
-    ap.add_argument("--rule", choices=PROCEDURES, help="default: the TPR rule at the record's "
+    ap.add_argument("--rule", choices=PROCEDURES + SQRT_PROCEDURES, help="default: the TPR rule at the record's "
                     "pair count (bnmem.attack.intervals.rules_for)")
     ap.add_argument("--md", type=Path, help="write the table here")
     a = ap.parse_args(argv)

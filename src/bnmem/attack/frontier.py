@@ -176,7 +176,8 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
     if not (np.isfinite(ua).all() and np.isfinite(ub).all()):
         return {"level": np.nan, **{f: np.nan for f in figures},
                 **{f"{f}_overlap": np.nan for f in figures},
-                **{f"{f}_arms": (np.nan, np.nan) for f in figures}}
+                **{f"{f}_arms": (np.nan, np.nan) for f in figures},
+                **{f"{f}_overlap_arms": (np.nan, np.nan) for f in figures}}
     out: dict[str, float] = {}
     if sign is None:  # generalization gap: interpolate at the common gap, budget order
         level = float(min(ua.max(), ub.max()))
@@ -185,6 +186,7 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
             ya, yb = _series(ends_a, f, None), _series(ends_b, f, None)
             (va, sa), (vb, sb) = at_fit(ua, ya, level), at_fit(ub, yb, level)
             out[f], out[f"{f}_arms"], out[f"{f}_overlap"] = va - vb, (va, vb), np.nan
+            out[f"{f}_overlap_arms"] = (np.nan, np.nan)
             # where the value is read (0-based, budget order): not a Pareto choice, so no
             # "_source" (whose draw-to-draw changes `_flips` counts)
             out[f"{f}_position"] = (sa - 1.0, sb - 1.0)
@@ -200,6 +202,10 @@ def draw_compare(ends_a: list[dict], ends_b: list[dict], criterion: str,
         out[f"{f}_arms"] = (float(pa[0]), float(pb[0]))
         out[f"{f}_source"] = (pareto_source(ua, ya, level), pareto_source(ub, yb, level))
         out[f"{f}_overlap"] = float(np.mean(d[1:])) if grid.size else np.nan
+        # each arm's own average over the overlap (what a rule building the difference from
+        # its arms reads: intervals.mover_ci)
+        out[f"{f}_overlap_arms"] = ((float(np.mean(pa[1:])), float(np.mean(pb[1:])))
+                                    if grid.size else (np.nan, np.nan))
     return out
 
 
@@ -234,9 +240,10 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
             # tagged "<figure>/<criterion>@<read>": a rule studied under some criteria only
             # (intervals.DELETED_STUDIED) falls back under the others
             c["figures"][f] = {"at_common": _summary([r[f] for r in rows], plan,
-                                                     f"{f}/{crit}@common"),
+                                                     f"{f}/{crit}@common", _arms(rows, f"{f}_arms")),
                                "overlap": _summary([r[f"{f}_overlap"] for r in rows], plan,
-                                                   f"{f}/{crit}@overlap"),
+                                                   f"{f}/{crit}@overlap",
+                                                   _arms(rows, f"{f}_overlap_arms")),
                                # each arm's own value there (point estimates): the floor rule
                                "arms_at_common": [None if not np.isfinite(v) else float(v)
                                                   for v in rows[0][f"{f}_arms"]],
@@ -252,7 +259,9 @@ def compare(draws_a: list[list[dict]], draws_b: list[list[dict]], plan) -> dict:
         out["criteria"][crit] = c
     for i in range(len(draws_a[0])):
         out["equal_budget"].append({f: _summary([a[i][f] - b[i][f] for a, b in
-                                                 zip(draws_a, draws_b)], plan, f"{f}@equal")
+                                                 zip(draws_a, draws_b)], plan, f"{f}@equal",
+                                                ([a[i][f] for a in draws_a],
+                                                 [b[i][f] for b in draws_b]))
                                     for f in FIGURES})
     # the primary criterion's AUC difference over draw 0's overlap, with its band
     key, sign = CRITERIA[PRIMARY]
@@ -355,5 +364,10 @@ def arm_endpoints(draws: list[list[dict]], budgets: list[int], plan) -> list[dic
     return out
 
 
-def _summary(vals, plan, figure: str) -> dict:
-    return plan.summary(vals, figure)
+def _arms(rows: list[dict], key: str) -> tuple[list, list]:
+    """Each arm's draws of a figure (draw_compare's "<figure>_arms" pairs), in draw order."""
+    return [r[key][0] for r in rows], [r[key][1] for r in rows]
+
+
+def _summary(vals, plan, figure: str, arms=None) -> dict:
+    return plan.summary(vals, figure, arms)

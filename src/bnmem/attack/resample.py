@@ -306,8 +306,8 @@ def compare(draws_a: list[dict], draws_b: list[dict], grid: np.ndarray | None = 
     for key in draws_a[0]:
         if key in ("epoch", "units", "endpoints"):
             continue
-        vals = np.array([a[key] - b[key] for a, b in zip(draws_a, draws_b)])
-        out["equal_epochs"][key] = _summary(vals, plan, f"{key}@equal")
+        arms = (np.array([a[key] for a in draws_a]), np.array([b[key] for b in draws_b]))
+        out["equal_epochs"][key] = _summary(arms[0] - arms[1], plan, f"{key}@equal", arms)
     if "epoch" not in draws_a[0] or "epoch" not in draws_b[0]:
         return out
     # the per-epoch attack sees the identity query only (the one recorded during training), so
@@ -368,5 +368,5 @@ def _legacy_plan(draws: list[dict]) -> IntervalPlan:
     return IntervalPlan("both", int(draws[0]["units"]), {"both": (1, len(draws))})
 
 
-def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str) -> dict:
-    return plan.summary(vals, figure)
+def _summary(vals: np.ndarray, plan: IntervalPlan, figure: str, arms=None) -> dict:
+    return plan.summary(vals, figure, arms)

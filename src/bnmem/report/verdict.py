@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr  # the normal cdf scipy.stats.norm computes, without its import
 
-from bnmem.attack.intervals import T_PROCEDURES, interval_records
+from bnmem.attack.intervals import SQRT_PROCEDURES, T_PROCEDURES, interval_records
 from bnmem.core.io import InputError
 
 REPRODUCED = "reproduced"
@@ -60,6 +60,9 @@ class Evidence:
     hi: float | None
     training: bool
     df: float | None = None  # the interval's t quantile's degrees of freedom; None: 1.96
+    # an asymmetric interval (a SQRT_PROCEDURES rule: the square-root scale, or MOVER for a
+    # difference): each side has its own sd, and a p-value reads the side toward the threshold
+    sided: bool = False
 
     @classmethod
     def of(cls, d: dict | None, training: bool) -> "Evidence | None":
@@ -73,7 +76,8 @@ class Evidence:
             raise InputError(f"an interval under rule {d['rule']!r} has no 'df' (its t "
                              "quantile's degrees of freedom): the result predates it; re-run "
                              "the attack stage (dvc repro attack) to record it")
-        return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"))
+        return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"),
+                   d.get("rule") in SQRT_PROCEDURES)
 
     @property
     def usable(self) -> bool:
@@ -178,7 +182,8 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     as normal (half-width 1.96 sd), or as Student t with `df` degrees of freedom where the
     interval was built that way (half-width t_{0.975, df} sd: the grid's replicates,
     df = k - 1; by default the evidence's own `df`, which a t-based interval rule records,
-    bnmem.attack.intervals.IntervalPlan.summary); with `log` (ratios, whose intervals are symmetric on the log scale)
+    bnmem.attack.intervals.IntervalPlan.summary); an asymmetric interval (`sided`) reads
+    the half on the threshold's side as that side's 1.96 sd; with `log` (ratios, whose intervals are symmetric on the log scale)
     value, ends and threshold are read on the log scale. (1, 1) without a usable
     interval."""
     if e is None or not e.usable or e.hi <= e.lo:
@@ -189,6 +194,11 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
             return 1.0, 1.0
         v, lo, hi, t = (math.log(a) for a in (v, lo, hi, t))
     df = e.df if df is None else df
+    if e.sided and not log:  # the half toward the threshold, its own sd (lo or hi may sit at v)
+        half = (v - lo) if t <= v else (hi - v)
+        if not half > 0:
+            return 1.0, 1.0
+        lo, hi = v - half, v + half
     if df is not None:
         from scipy.stats import t as student
         z = direction * (v - t) / ((hi - lo) / (2 * float(student.ppf(0.975, df))))
