@@ -15,28 +15,59 @@ from conftest import ROOT, load_script
 from bnmem.attack import intervals as I
 from bnmem.attack.intervals import IntervalPlan, mover_ci, mover_rho, record_arms, sqrt_ci
 
-STORE = ROOT / "results/tpr32_components_robust_normal_seed40.jsonl"
+STORES = [ROOT / f"results/tpr32_components_robust_{r}.jsonl" for r in ("normal_seed40", "t3_seed41")]
 
 
-def test_one_arm_and_mover_equal_the_confirmed_c4_on_the_study():
-    """Every run of the seed-40 confirmation store: the pipeline's sqrt_ci and mover_ci (at
-    the study's quantile) give tpr_rules' C4 intervals to rounding, one arm and paired; rho
-    read from V_b,a + V_b,b - V_b,d equals the study's covariance-based one."""
+def _ours(ra, rb, rd, z):
+    """The pipeline's one-arm (a, b) and MOVER (d) intervals for a components store's runs."""
+    n = len(ra)
+    one = [np.array([sqrt_ci(r[i, 0], r[i, 3], z) for i in range(n)], float) for r in (ra, rb)]
+    d = np.array([mover_ci(rd[i, 0], rd[i, 3], ((ra[i, 0], ra[i, 3]), (rb[i, 0], rb[i, 3])), z)
+                  for i in range(n)], float)
+    return {"a": one[0], "b": one[1], "d": d}
+
+
+def test_the_pipelines_rule_is_c4_outside_the_low_region_on_both_confirmation_stores():
+    """Every run of both confirmation stores (seed 40 normal, seed 41 t3), both FPRs: where an
+    arm's point is at least z sd / 2 the pipeline's sqrt_ci is tpr_rules' C4, and where both
+    arms are, its MOVER difference too; rho read from V_b,a + V_b,b - V_b,d is the study's
+    covariance-based one. The low region (p < z sd / 2, sqrt_ci's own rule) holds no normal
+    run, and under t3 at 1e-4 the runs and coverage shifts README and sqrt_ci quote."""
     T = load_script("bench/tpr_rules.py")
-    _, rec, pairs = T.load(STORE)
-    assert pairs == 32
-    for f in ("tpr_low_all", "tpr_vlow_all"):
-        ra, rb, rd = rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"]
-        la, ha = T.one_arm(ra, "C4", pairs)
-        lo, hi = T.difference(ra, rb, rd, "C4", pairs)
-        ok = np.isfinite(lo) & np.isfinite(hi)
-        assert ok.mean() > 0.99
-        for i in np.flatnonzero(ok)[:200]:
-            assert sqrt_ci(ra[i, 0], ra[i, 3], T.Z) == pytest.approx((la[i], ha[i]), rel=1e-12, abs=1e-15)
-            got = mover_ci(rd[i, 0], rd[i, 3], ((ra[i, 0], ra[i, 3]), (rb[i, 0], rb[i, 3])), T.Z)
-            assert got == pytest.approx((lo[i], hi[i]), rel=1e-9, abs=1e-12), (f, i)
-            cov_rho = np.clip(rd[i, 7] / np.sqrt(ra[i, 3] * rb[i, 3]), -1, 1)
-            assert mover_rho(ra[i, 3], rb[i, 3], rd[i, 3]) == pytest.approx(cov_rho, abs=1e-6)
+    shifts = {}
+    for store in STORES:
+        truth, rec, pairs = T.load(store)
+        assert pairs == 32
+        for f in ("tpr_low_all", "tpr_vlow_all"):
+            ra, rb, rd = rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"]
+            c4 = {"a": T.one_arm(ra, "C4", pairs), "b": T.one_arm(rb, "C4", pairs),
+                  "d": T.difference(ra, rb, rd, "C4", pairs)}
+            ours = _ours(ra, rb, rd, T.Z)
+            low = {k: r[:, 0] < T.Z * np.sqrt(r[:, 3]) / 2 for k, r in (("a", ra), ("b", rb))}
+            low["d"] = low["a"] | low["b"]
+            for k in "abd":
+                keep = ~low[k]
+                assert np.allclose(ours[k][keep, 0], c4[k][0][keep], rtol=1e-9, atol=1e-12)
+                assert np.allclose(ours[k][keep, 1], c4[k][1][keep], rtol=1e-9, atol=1e-12)
+                assert (ours[k][:, 0] >= -1).all() and (ours[k][:, 1] <= 1).all()
+                cov = [T.score(*c, truth[f"{f}_{k}"])["coverage"] for c in (c4[k], ours[k].T)]
+                shifts[store.stem.split("_")[-2], f, k] = (int(low[k].sum()), *cov)
+            with np.errstate(invalid="ignore"):
+                cov_rho = np.clip(rd[:, 7] / np.sqrt(ra[:, 3] * rb[:, 3]), -1, 1)
+            ok = np.isfinite(cov_rho)
+            got = [mover_rho(ra[i, 3], rb[i, 3], rd[i, 3]) for i in np.flatnonzero(ok)]
+            assert np.allclose(got, cov_rho[ok], atol=1e-6)
+    assert all(v[0] == 0 and v[1] == v[2] for k, v in shifts.items() if k[0] == "normal")
+    t3 = {k: shifts["t3", "tpr_vlow_all", k] for k in "abd"}
+    assert (t3["a"][0], t3["b"][0]) == (86, 128)
+    assert all(shifts["t3", "tpr_low_all", k][1] == shifts["t3", "tpr_low_all", k][2] for k in "abd")
+    quoted = (f"{t3['a'][1]:.3f} -> {t3['a'][2]:.3f} (arm a), {t3['b'][1]:.3f} -> {t3['b'][2]:.3f}\n"
+              f"    (arm b) and {t3['d'][1]:.3f} -> {t3['d'][2]:.3f} (paired)")
+    assert quoted in I.sqrt_ci.__doc__
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{t3['a'][1]:.3f} to {t3['a'][2]:.3f} one arm, {t3['b'][1]:.3f} to {t3['b'][2]:.3f} "
+            f"on arm b, {t3['d'][1]:.3f} to {t3['d'][2]:.3f} paired") in readme
+    assert min(t3["a"][2], t3["d"][2]) >= 0.93
 
 
 def test_coverage_where_the_truth_is_known_and_a_halved_variance_fails():
@@ -62,18 +93,34 @@ def test_coverage_where_the_truth_is_known_and_a_halved_variance_fails():
 
 
 def test_zero_and_tiny_points():
-    """At a point of 0 the interval is [0, 1.96 sd] (the confirmed rule's choice); a tiny
-    point with a large sd gets an upper end near (1.96 sd)^2 / (4 p), far wider; the lower
-    end is never below 0; an undefined variance or point gives no interval."""
-    v = 1e-6
-    assert sqrt_ci(0.0, v) == pytest.approx((0.0, 1.96e-3))
-    lo, hi = sqrt_ci(1e-6, v)
-    assert lo == 0.0 and hi == pytest.approx((1e-3 + 1.96 * 1e-3 / (2 * 1e-3)) ** 2, rel=1e-12)
-    assert hi > 0.9 > 100 * 1.96e-3
-    assert sqrt_ci(0.04, 1e-6) == pytest.approx(((0.2 - 0.0049) ** 2, (0.2 + 0.0049) ** 2))
-    assert sqrt_ci(None, v) == (None, None) == sqrt_ci(0.1, None) == sqrt_ci(np.nan, v)
+    """At a point of 0 the interval is [0, 1.96 sd] (C4's); below p = 1.96 sd / 2, where C4's
+    lower end would pass 0 and its upper end grows without bound, [0, 1.96 sd + 2 p],
+    continuous with C4 at that edge (2 x 1.96 sd, C4's least upper end) and rising with p;
+    every end within [0, 1], a difference's within [-1, 1]; an undefined variance or point
+    gives no interval."""
+    sd = 1e-3
+    z = 1.96
+    assert sqrt_ci(0.0, sd * sd) == pytest.approx((0.0, z * sd))
+    assert sqrt_ci(1e-6, sd * sd) == pytest.approx((0.0, z * sd + 2e-6))
+    edge = z * sd / 2
+    below, at = sqrt_ci(edge * (1 - 1e-9), sd * sd), sqrt_ci(edge, sd * sd)
+    assert below == pytest.approx(at, abs=1e-9) and at[1] == pytest.approx(2 * z * sd)
+    his = [sqrt_ci(p, sd * sd)[1] for p in np.linspace(0, edge, 50)]
+    assert all(np.diff(his) > 0)  # rising to the edge, not falling from infinity
+    above = sqrt_ci(0.04, sd * sd)
+    assert above == pytest.approx(((0.2 - z * sd / 0.4) ** 2, (0.2 + z * sd / 0.4) ** 2))
+    assert sqrt_ci(0.9, 0.01) [1] == 1.0 and sqrt_ci(0.2, 1.0) == (0.0, 1.0)
+    assert sqrt_ci(None, sd) == (None, None) == sqrt_ci(0.1, None) == sqrt_ci(np.nan, sd)
     assert mover_ci(0.01, 1e-6, None) == (None, None)
     assert mover_ci(0.01, 1e-6, ((0.02, None), (0.01, 1e-6))) == (None, None)
+    # a near-zero arm no longer blows the difference up (C4 gave [-960, 0.022] at b = 1e-9)
+    lo, hi = mover_ci(0.02 - 1e-9, 2e-6, ((0.02, 1e-6), (1e-9, 1e-6)))
+    assert -0.01 < lo < hi < 0.03
+    rng = np.random.default_rng(5)  # within [-1, 1] however wide: at most u_a - l_b above d's...
+    for a, b, va, vb, vd in zip(*rng.uniform(0, 1, (2, 200)), *rng.uniform(0, 0.5, (3, 200))):
+        lo, hi = mover_ci(a - b, vd, ((a, va), (b, vb)))
+        (la, ua), (lb, ub) = sqrt_ci(a, va), sqrt_ci(b, vb)
+        assert la - ub - 1e-12 <= lo <= hi <= ua - lb + 1e-12 and -1 <= lo and hi <= 1
     # independent arms (rho 0) with zero variance on one side: the other arm's side alone
     lo, hi = mover_ci(0.01, 1e-6, ((0.02, 1e-6), (0.01, 0.0)))
     la, ua = sqrt_ci(0.02, 1e-6)
@@ -81,8 +128,10 @@ def test_zero_and_tiny_points():
 
 
 def _draws(rng, n=41):
-    """Two arms' draws of TPR and AUC (row 0 the point, rows 1.. joint draws), correlated."""
+    """Two arms' draws of TPR and AUC (row 0 the point; rows 1-20 a "pairs" segment at a
+    quarter of the spread, rows 21-40 the joint "both" draws), the arms correlated."""
     z = rng.standard_normal((n, 2))
+    z[1:21] *= 0.25  # a row from the wrong segment changes an arm's V_b
     a = [{"tpr_low_all": 0.02 + 0.003 * z[i, 0], "auc_all": 0.6 + 0.01 * z[i, 0], "units": 32}
          for i in range(n)]
     b = [{"tpr_low_all": 0.012 + 0.003 * (0.4 * z[i, 0] + z[i, 1]),
@@ -103,7 +152,15 @@ def test_the_pipelines_difference_records_keep_their_arms_and_read_back():
     assert rec["rule"] == "both_sqrt" and "arms" not in out["auc_all"]
     assert [x["value"] for x in rec["arms"]] == [a[0]["tpr_low_all"], b[0]["tpr_low_all"]]
     arm = IntervalPlan("both", 32, {"both": (21, 41)}).variances([d["tpr_low_all"] for d in a])
+    arm_b = IntervalPlan("both", 32, {"both": (21, 41)}).variances([d["tpr_low_all"] for d in b])
     assert I.variance_from_sd(rec["arms"][0]["sd"]["both"]) == pytest.approx(arm["both"], rel=1e-12)
+    assert I.variance_from_sd(rec["arms"][1]["sd"]["both"]) == pytest.approx(arm_b["both"], rel=1e-12)
+    # the correlation MOVER reads from the record is the arms' over the joint draws
+    xa = np.array([d["tpr_low_all"] for d in a[21:]])
+    xb = np.array([d["tpr_low_all"] for d in b[21:]])
+    rho = mover_rho(*(I.variance_from_sd(x["sd"]["both"]) for x in rec["arms"]),
+                    I.variance_from_sd(rec["sd"]["both"]))
+    assert rho == pytest.approx(np.corrcoef(xa, xb)[0, 1], rel=1e-9)
     var = {k: I.variance_from_sd(v) for k, v in rec["sd"].items()}
     again = IntervalPlan("both_sqrt", 32, {}).ci_from(rec["value"], var, "tpr@equal",
                                                       arms=record_arms(rec))
@@ -155,9 +212,19 @@ def test_frontier_reads_arms_at_the_common_point_the_overlap_and_equal_budgets()
             assert [x["value"] for x in f["at_common"]["arms"]] == f["arms_at_common"]
         assert "arms" not in c["figures"]["auc_all"]["at_common"]
     assert seen >= 4
-    for row in out["equal_budget"]:
-        assert row["tpr_low_all"]["rule"] == "both_sqrt" and "arms" in row["tpr_low_all"]
-        assert "arms" not in row["auc_all"]
+    for i, row in enumerate(out["equal_budget"]):
+        r = row["tpr_low_all"]
+        assert r["rule"] == "both_sqrt" and "arms" not in row["auc_all"]
+        # this budget's arms, a first and b second, at the same draws as the difference
+        assert [x["value"] for x in r["arms"]] == [a[0][i]["tpr_low_all"], b[0][i]["tpr_low_all"]]
+        for x, draws in zip(r["arms"], (a, b)):
+            v = IntervalPlan("both", 32, {"both": (21, 41)}).variances(
+                [d[i]["tpr_low_all"] for d in draws])["both"]
+            assert I.variance_from_sd(x["sd"]["both"]) == pytest.approx(v, rel=1e-12)
+    # support: a nulled record keeps no arms to read back
+    frontier.compare_support(out, [{"supported": False}] * 3, [{"supported": True}] * 3)
+    assert out["equal_budget"][0]["tpr_low_all"]["value"] is None
+    assert all("arms" not in row["tpr_low_all"] for row in out["equal_budget"])
 
 
 def test_p_values_read_the_side_toward_the_threshold():
@@ -175,6 +242,10 @@ def test_p_values_read_the_side_toward_the_threshold():
     assert p_values(sym, 1, 0.0)[0] == pytest.approx(ndtr(-0.025 / (0.02 / 1.959964)), rel=1e-12)
     at_zero = Evidence.of({"value": 0.0, "lo": 0.0, "hi": 0.004, "rule": "both_sqrt", "df": None}, True)
     assert p_values(at_zero, 1, 0.0) == (1.0, 1.0)
+    # a lower end clipped at 0 is no 1.96 sd: no p-value from it (the upper side still reads)
+    clipped = Evidence.of({"value": 5e-4, "lo": 0.0, "hi": 0.0044, "rule": "both_sqrt", "df": None}, True)
+    assert p_values(clipped, 1, 0.0) == (1.0, 1.0)
+    assert p_values(clipped, -1, 0.01)[0] == pytest.approx(ndtr(-0.0095 / (0.0039 / 1.959964)), rel=1e-9)
 
 
 def test_rules_and_rerule(tmp_path):
@@ -192,10 +263,44 @@ def test_rules_and_rerule(tmp_path):
          "compare": {"a_minus_b": {"equal_epochs": {"tpr_low_all": diff}}}}
     rerule = load_script("tools/rerule.py")
     (row,) = rerule.rerule({**m, "compare": {}}, "both_sqrt")
-    assert row["after"] == [one["lo"], one["hi"]]
+    # (sqrt p -+ z sd / (2 sqrt p))^2 = p -+ z sd + (z sd)^2 / (4 p), p = 0.02, z sd = 0.00588
+    assert row["after"] == pytest.approx([0.02 - 0.00588 + 0.00588 ** 2 / 0.08,
+                                          0.02 + 0.00588 + 0.00588 ** 2 / 0.08], rel=1e-9)
     path = tmp_path / "membership.json"
     path.write_text(json.dumps(m))
     res = subprocess.run([sys.executable, str(ROOT / "tools" / "rerule.py"), str(path)],
                          capture_output=True, text=True)
     assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
     assert "does not keep" in res.stderr and "/compare/a_minus_b/equal_epochs/tpr_low_all" in res.stderr
+
+
+def test_equal_epoch_tpr_differences_need_both_arms_supported():
+    """attack.stage.equal_epoch_support: a TPR difference at equal epochs keeps its value only
+    where both arms' TPR at that FPR is supported (no value, interval or arms otherwise; its
+    SDs stay); an arm without a support record (TPR at 1e-4 under 100 000 negatives) and the
+    AUC differences are left alone."""
+    from bnmem.attack.stage import equal_epoch_support
+    rec = {"value": 0.01, "lo": 0.0, "hi": 0.02, "sd": {"both": 0.005}, "rule": "both_sqrt",
+           "df": None, "arms": [{"value": 0.03, "sd": {"both": 0.004}}, {"value": 0.02, "sd": {"both": 0.003}}]}
+    m = {"arms": {"none": {"tpr_low_support": {"supported": True}},
+                  "batchnorm_reg": {"tpr_low_support": {"supported": False}},
+                  "batchnorm": {"tpr_low_support": {"supported": True}}},
+         "compare": {k: {"equal_epochs": {"tpr_low_all": dict(rec), "tpr_vlow_all": dict(rec),
+                                          "auc_all": dict(rec)}}
+                     for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none")}}
+    equal_epoch_support(m)
+    kept, cut = (m["compare"][k]["equal_epochs"] for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none"))
+    assert kept["tpr_low_all"] == rec and kept["tpr_vlow_all"] == rec
+    assert cut["tpr_low_all"]["value"] is None and cut["tpr_low_all"]["lo"] is None
+    assert "arms" not in cut["tpr_low_all"] and cut["tpr_low_all"]["sd"] == rec["sd"]
+    assert cut["tpr_vlow_all"] == rec and cut["auc_all"] == rec
+
+
+def test_the_coverage_harness_reads_both_sqrt_differences():
+    """bnmem.attack.coverage's runs hand a difference its arms: under `mixed` at 32 pairs the
+    paired TPR difference has a finite interval (both_sqrt's MOVER), not none."""
+    from bnmem.attack import coverage
+    kind = coverage.sample_kinds(600, 0.1)
+    out = coverage._run((64, 600, (0.6, 0.3), kind, 20, 3, ("mixed",), 1.0, ("tpr_low_all",)))
+    lo, hi = out["mixed"]
+    assert np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()

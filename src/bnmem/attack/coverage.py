@@ -101,7 +101,10 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
         # one arm's figures, then the paired differences, read as the attack stage reads a - b
         # at equal epochs (bnmem.attack.intervals.MIXED_RULES)
         reads = list(figures) + [f"{f}@equal" for f in figures]
-        ci = [plan.ci(float(vals[0, j]), vals[:, j], reads[j]) for j in range(vals.shape[1])]
+        # a difference's arms (a rule that builds it from them reads them: both_sqrt)
+        arms = [None] * len(figures) + [(f[0][:, j], f[1][:, j]) for j in range(len(figures))]
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], reads[j], arms=arms[j])
+              for j in range(vals.shape[1])]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])
     return out

@@ -130,14 +130,17 @@ def endpoint_draws(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: 
 
 
 def _rows(phi: np.ndarray, keep: np.ndarray, kind: np.ndarray, counts: np.ndarray,
-          weights: np.ndarray) -> np.ndarray:
-    """[draws, figures]: a - b of every FIGURES entry, one row per draw."""
-    out = []
+          weights: np.ndarray, arms: bool = False):
+    """[draws, figures]: a - b of every FIGURES entry, one row per draw; with `arms`, also
+    each arm's own value there ([2, draws, figures]: draw_compare's "<key>_arms")."""
+    out, sides = [], []
     criteria = tuple(dict.fromkeys(c for _, c, _ in FIGURES))
     for ea, eb in zip(*endpoint_draws(phi, keep, kind, counts, weights)):
         r = {c: draw_compare(ea, eb, c, COMPARED) for c in criteria}
         out.append([r[c][key] for _, c, key in FIGURES])
-    return np.array(out, dtype=np.float64)
+        sides.append([r[c][f"{key}_arms"] for _, c, key in FIGURES])
+    vals = np.array(out, dtype=np.float64)
+    return (vals, np.moveaxis(np.array(sides, dtype=np.float64), -1, 0)) if arms else vals
 
 
 def _truth_row(args: tuple) -> np.ndarray:
@@ -155,12 +158,12 @@ def _run(args: tuple) -> dict[str, np.ndarray]:
     names = tuple(dict.fromkeys(d for proc in procedures for d in simulated_designs(proc)))
     counts, weights, segments = draw_designs(kind, p, draws, np.random.default_rng([seed, 0xC0F]),
                                              names)
-    vals = _rows(phi, keep, kind, counts, weights)
+    vals, sides = _rows(phi, keep, kind, counts, weights, arms=True)
     out = {}
     for proc in procedures:
         # simulated logits are not the real shadows' recipe: `mixed` reads the fallbacks
         plan = IntervalPlan(proc, p, {d: segments[d] for d in simulated_designs(proc)}, real_shadow=False)
-        ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f])
+        ci = [plan.ci(float(vals[0, j]), vals[:, j], PLAN_NAME[f], arms=(sides[0][:, j], sides[1][:, j]))
               for j, (f, _, _) in enumerate(FIGURES)]
         out[proc] = np.array([[np.nan if c[0] is None else c[0] for c in ci],
                               [np.nan if c[1] is None else c[1] for c in ci]])

@@ -291,14 +291,21 @@ def endpoint_support(scores: list[np.ndarray], keep: np.ndarray) -> list[dict]:
             for s in scores]
 
 
+def unsupported(rec: dict) -> dict:
+    """An interval record whose TPR has too little support to be read: no value, interval
+    or rule, and no arms (a difference's, `IntervalPlan.summary`) that could be read back;
+    its design SDs stay."""
+    return {**{k: v for k, v in rec.items() if k != "arms"},
+            "value": None, "lo": None, "hi": None, "rule": None}
+
+
 def apply_support(endpoints: list[dict], support: list[dict]) -> None:
     """Each endpoint row (`arm_endpoints`) gets its TPR's support; an unsupported TPR (its
     false positives from < 10 distinct samples) has no value, as the headline's."""
     for row, sup in zip(endpoints, support):
         row["tpr_low_support"] = sup
         if not sup["supported"]:
-            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None,
-                                  "hi": None, "rule": None}
+            row["tpr_low_all"] = unsupported(row["tpr_low_all"])
 
 
 def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> None:
@@ -320,15 +327,12 @@ def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> 
             rows.append([{"endpoint": i, **sup[i]} for i in idx if 0 <= i < len(sup)] or None)
         f["support_at_common"] = rows
         if any(r is None or not all(x["supported"] for x in r) for r in rows):
-            f["at_common"] = {**f["at_common"], "value": None, "lo": None,
-                              "hi": None, "rule": None}
+            f["at_common"] = unsupported(f["at_common"])
         if not every:
-            f["overlap"] = {**f["overlap"], "value": None, "lo": None,
-                            "hi": None, "rule": None}
+            f["overlap"] = unsupported(f["overlap"])
     for i, row in enumerate(cmp["equal_budget"]):
         if not (support_a[i]["supported"] and support_b[i]["supported"]):
-            row["tpr_low_all"] = {**row["tpr_low_all"], "value": None, "lo": None,
-                                  "hi": None, "rule": None}
+            row["tpr_low_all"] = unsupported(row["tpr_low_all"])
 
 
 def _flips(rows: list[dict], f: str) -> list[float | None]:

@@ -225,6 +225,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
             if not support["supported"]:
                 membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None,
                                                          "rule": None}
+    equal_epoch_support(membership)
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in SUBSETS},
                       "tpr_at_fpr_1e-3_all": attack[arm][variant]["all"]["tpr_at_fpr_1e-3"],
@@ -324,6 +325,19 @@ def _draws(task: tuple[str, np.ndarray]) -> list[dict]:
         d["endpoints"].append({k: v for k, v in d.items() if k not in ("epoch", "endpoints")})
         out.append(d)
     return out
+
+
+def equal_epoch_support(membership: dict) -> None:
+    """A TPR difference at equal epochs (membership's compare/<a>_minus_<b>/equal_epochs) only
+    where both arms' TPR at its FPR is supported (arms/<arm>/tpr_*_support), as the
+    frontier's differences (frontier.compare_support): else no value, interval or arms."""
+    for key, cmp in membership.get("compare", {}).items():
+        a, _, b = key.partition("_minus_")
+        for fig in ("tpr_low", "tpr_vlow"):
+            rec = cmp.get("equal_epochs", {}).get(f"{fig}_all")
+            sup = [membership["arms"].get(x, {}).get(f"{fig}_support") for x in (a, b)]
+            if rec is not None and not all(x is None or x["supported"] for x in sup):
+                cmp["equal_epochs"][f"{fig}_all"] = frontier.unsupported(rec)
 
 
 def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str,

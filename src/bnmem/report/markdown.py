@@ -277,10 +277,14 @@ def _both_sqrt_text(seed27: str) -> str:
             "normal noise, calibrated by offsetting biases, not by design; on arm b under t3 it "
             "fails that criterion (0.906 at 1e-3), though it does better than `twoway`, the "
             "rule it replaced (0.866 there; `twoway` covered again 0.880-0.914 on a fresh seed "
-            "41 and misses below the truth under normal noise); one setup per regime, 32 pairs, "
-            "20 draws, none near the full-scale run's V_b / (V_p + V_s) of 1.69 (the studies' "
-            "medians 0.82-1.15), so its calibration at full scale is not measured; `pairs_t`, "
-            f"the rule at 8 pairs, under-covers there: {seed27}")
+            "41 and misses below the truth under normal noise), and at 1e-4 it misses above the "
+            "truth in 0.042 of runs; one setup per regime, 32 pairs, 20 draws, none near the "
+            "full-scale run's V_b / (V_p + V_s) of 1.69 (the studies' medians 0.82-1.15), so "
+            "its calibration at full scale is not measured, nor at a matched criterion's common "
+            "point or overlap (confirmed at equal settings only); below a point of 1.96 sd / 2 "
+            "the interval is [0, 1.96 sd + 2 p], a region defined after the plan's read (README "
+            "*Intervals*); being conservative it leans towards a difference covering 0; "
+            f"`pairs_t`, the rule at 8 pairs, under-covers there: {seed27}")
 
 
 _MARGINAL_FIGURES = {"auc_all": "LiRA AUC, all samples", "fz_flipped": "Feldman-Zhang, flipped",

@@ -183,7 +183,8 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     interval was built that way (half-width t_{0.975, df} sd: the grid's replicates,
     df = k - 1; by default the evidence's own `df`, which a t-based interval rule records,
     bnmem.attack.intervals.IntervalPlan.summary); an asymmetric interval (`sided`) reads
-    the half on the threshold's side as that side's 1.96 sd; with `log` (ratios, whose intervals are symmetric on the log scale)
+    the half on the threshold's side as that side's 1.96 sd, and none where that end sits at
+    a proportion's bound (0, or -1 / 1 for a difference: a clip); with `log` (ratios, whose intervals are symmetric on the log scale)
     value, ends and threshold are read on the log scale. (1, 1) without a usable
     interval."""
     if e is None or not e.usable or e.hi <= e.lo:
@@ -196,7 +197,9 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     df = e.df if df is None else df
     if e.sided and not log:  # the half toward the threshold, its own sd (lo or hi may sit at v)
         half = (v - lo) if t <= v else (hi - v)
-        if not half > 0:
+        # an end at a proportion's bound (sqrt_ci's 0, mover_ci's -1 or 1) is a clip, not
+        # 1.96 sd: no p-value is read from it
+        if not half > 0 or (lo if t <= v else hi) in (0.0, -1.0, 1.0):
             return 1.0, 1.0
         lo, hi = v - half, v + half
     if df is not None:
