@@ -304,3 +304,56 @@ def test_the_coverage_harness_reads_both_sqrt_differences():
     out = coverage._run((64, 600, (0.6, 0.3), kind, 20, 3, ("mixed",), 1.0, ("tpr_low_all",)))
     lo, hi = out["mixed"]
     assert np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()
+
+
+def test_how_well_the_rules_sd_is_known_as_readme_quotes():
+    """README's run-to-run variation of a TPR interval's SD under both_sqrt (sqrt V_b over the
+    runs of a 32-pair store, SD over mean, TPR at 1e-3 and 1e-4, one arm and paired)."""
+    T = load_script("bench/tpr_rules.py")
+
+    def span(stores):
+        r = []
+        for st in stores:
+            _, rec, _ = T.load(ROOT / "results" / f"tpr32_components_{st}.jsonl")
+            for k in ("tpr_low_all_a", "tpr_low_all_d", "tpr_vlow_all_a", "tpr_vlow_all_d"):
+                sd = np.sqrt(rec[k][:, 3])
+                r.append(sd.std(ddof=1) / sd.mean())
+        return f"{min(r):.2f}–{max(r):.2f}"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"by {span(['20draws_seed35', 'robust_normal_seed40'])} of itself at 20 draws per design "
+            f"under normal noise (seeds 35 and 40; {span(['robust_t3_seed41'])} under t3, seed 41) "
+            f"and {span(['seed34'])} at 100") in readme
+
+
+def test_the_full_scale_rerun_moved_only_tpr_intervals_as_readme_says():
+    """results/fullscale (both_sqrt) against results/fullscale_6018af7 (twoway, an Intel
+    run): every interval record's point and every non-TPR interval identical; the TPR width
+    ratios and the differences whose 0-exclusion changed, as README's full-scale section
+    quotes them."""
+    from bnmem.attack.intervals import interval_records
+    res = ROOT / "results"
+    old, new = (dict(interval_records(json.loads((res / d / "results/membership.json").read_text())))
+                for d in ("fullscale_6018af7", "fullscale"))
+    assert set(old) == set(new) and len(old) == 458
+    assert all(old[p]["value"] == new[p]["value"] for p in old)
+    other = [p for p in old if "/tpr_" not in p]
+    assert len(other) == 400 and all((old[p]["lo"], old[p]["hi"]) == (new[p]["lo"], new[p]["hi"]) for p in other)
+    tpr = [p for p in old if "/tpr_" in p and new[p]["lo"] is not None]
+    assert len(tpr) == 55 and {new[p]["rule"] for p in tpr} == {"both_sqrt"}
+
+    def diff(p):
+        return "/compare/" in p or "mitigations" in p
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for sel, n, width in (([p for p in tpr if not diff(p)], 15, "`twoway`'s width"),
+                          ([p for p in tpr if diff(p)], 40, "its width")):
+        r = np.array([(new[p]["hi"] - new[p]["lo"]) / (old[p]["hi"] - old[p]["lo"]) for p in sel])
+        assert len(sel) == n
+        assert f"{r.min():.2f}–{r.max():.2f} times {width} (median {np.median(r):.2f}, {n} intervals)" in readme
+    excl = {p: [(d[p]["lo"] > 0 or d[p]["hi"] < 0) for d in (old, new)] for p in tpr if diff(p)}
+    assert sum(a and not b for a, b in excl.values()) == 6 and not any(b and not a for a, b in excl.values())
+    assert "**6 differences that excluded 0 now cover it**, none the other way" in readme
+    assert cmp_bytes(res / "fullscale/results/attack.json", res / "fullscale_6018af7/results/attack.json")
+
+
+def cmp_bytes(a, b) -> bool:
+    return a.read_bytes() == b.read_bytes()
