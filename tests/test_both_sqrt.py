@@ -34,7 +34,7 @@ def test_the_pipelines_rule_is_c4_outside_the_low_region_on_both_confirmation_st
     covariance-based one. The low region (p < z sd / 2, sqrt_ci's own rule) holds no normal
     run, and under t3 at 1e-4 the runs and coverage shifts README and sqrt_ci quote."""
     T = load_script("bench/tpr_rules.py")
-    shifts = {}
+    shifts, inside = {}, {}
     for store in STORES:
         truth, rec, pairs = T.load(store)
         assert pairs == 32
@@ -47,6 +47,11 @@ def test_the_pipelines_rule_is_c4_outside_the_low_region_on_both_confirmation_st
             low["d"] = low["a"] | low["b"]
             for k in "abd":
                 keep = ~low[k]
+                if low[k].any():  # coverage among the runs in the region, C4 and ours
+                    t = truth[f"{f}_{k}"]
+                    inside[store.stem.split("_")[-2], f, k] = [
+                        float(np.mean((lo[low[k]] <= t) & (t <= hi[low[k]])))
+                        for lo, hi in (c4[k], ours[k].T)]
                 assert np.allclose(ours[k][keep, 0], c4[k][0][keep], rtol=1e-9, atol=1e-12)
                 assert np.allclose(ours[k][keep, 1], c4[k][1][keep], rtol=1e-9, atol=1e-12)
                 assert (ours[k][:, 0] >= -1).all() and (ours[k][:, 1] <= 1).all()
@@ -68,6 +73,11 @@ def test_the_pipelines_rule_is_c4_outside_the_low_region_on_both_confirmation_st
     assert (f"{t3['a'][1]:.3f} to {t3['a'][2]:.3f} one arm, {t3['b'][1]:.3f} to {t3['b'][2]:.3f} "
             f"on arm b, {t3['d'][1]:.3f} to {t3['d'][2]:.3f} paired") in readme
     assert min(t3["a"][2], t3["d"][2]) >= 0.93
+    assert shifts["t3", "tpr_low_all", "a"][0] == 1 and shifts["t3", "tpr_low_all", "b"][0] == 0
+    w = {k: inside["t3", "tpr_vlow_all", k] for k in "abd"}
+    assert (f"{w['a'][0]:.3f} to {w['a'][1]:.3f} one arm, {w['b'][0]:.3f} to {w['b'][1]:.3f} on arm b, "
+            f"{w['d'][0]:.3f} to {w['d'][1]:.3f} paired") in readme
+    assert all(x[1] < x[0] for x in w.values())
 
 
 def test_coverage_where_the_truth_is_known_and_a_halved_variance_fails():
@@ -246,6 +256,12 @@ def test_p_values_read_the_side_toward_the_threshold():
     clipped = Evidence.of({"value": 5e-4, "lo": 0.0, "hi": 0.0044, "rule": "both_sqrt", "df": None}, True)
     assert p_values(clipped, 1, 0.0) == (1.0, 1.0)
     assert p_values(clipped, -1, 0.01)[0] == pytest.approx(ndtr(-0.0095 / (0.0039 / 1.959964)), rel=1e-9)
+    # a difference built from an arm in sqrt_ci's low region (p < 1.96 sd / 2): none either
+    diff = {"value": 0.02, "lo": 0.01, "hi": 0.03, "rule": "both_sqrt", "df": None,
+            "arms": [{"value": 0.021, "sd": {"both": 0.002}}, {"value": 0.001, "sd": {"both": 0.002}}]}
+    assert Evidence.of(diff, True).low_arm and p_values(Evidence.of(diff, True), 1, 0.0) == (1.0, 1.0)
+    diff["arms"][1]["value"] = 0.003  # 0.003 >= 1.96 x 0.002 / 2: read
+    assert not Evidence.of(diff, True).low_arm and p_values(Evidence.of(diff, True), 1, 0.0)[0] < 0.025
 
 
 def test_rules_and_rerule(tmp_path):
@@ -277,8 +293,8 @@ def test_rules_and_rerule(tmp_path):
 def test_equal_epoch_tpr_differences_need_both_arms_supported():
     """attack.stage.equal_epoch_support: a TPR difference at equal epochs keeps its value only
     where both arms' TPR at that FPR is supported (no value, interval or arms otherwise; its
-    SDs stay); an arm without a support record (TPR at 1e-4 under 100 000 negatives) and the
-    AUC differences are left alone."""
+    SDs stay), and an arm without a support record has none there; the AUC differences are
+    left alone; a comparison key naming no two arms is refused."""
     from bnmem.attack.stage import equal_epoch_support
     rec = {"value": 0.01, "lo": 0.0, "hi": 0.02, "sd": {"both": 0.005}, "rule": "both_sqrt",
            "df": None, "arms": [{"value": 0.03, "sd": {"both": 0.004}}, {"value": 0.02, "sd": {"both": 0.003}}]}
@@ -290,10 +306,14 @@ def test_equal_epoch_tpr_differences_need_both_arms_supported():
                      for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none")}}
     equal_epoch_support(m)
     kept, cut = (m["compare"][k]["equal_epochs"] for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none"))
-    assert kept["tpr_low_all"] == rec and kept["tpr_vlow_all"] == rec
+    assert kept["tpr_low_all"] == rec and kept["auc_all"] == rec == cut["auc_all"]
     assert cut["tpr_low_all"]["value"] is None and cut["tpr_low_all"]["lo"] is None
     assert "arms" not in cut["tpr_low_all"] and cut["tpr_low_all"]["sd"] == rec["sd"]
-    assert cut["tpr_vlow_all"] == rec and cut["auc_all"] == rec
+    # arms without a support record at 1e-4 have no TPR there: nor has their difference
+    assert kept["tpr_vlow_all"]["value"] is None is cut["tpr_vlow_all"]["value"]
+    m["compare"]["batchnorm_minus_dp"] = {"equal_epochs": {}}
+    with pytest.raises(RuntimeError, match="compare/batchnorm_minus_dp: names no two arms"):
+        equal_epoch_support(m)
 
 
 def test_the_coverage_harness_reads_both_sqrt_differences():

@@ -331,12 +331,16 @@ def equal_epoch_support(membership: dict) -> None:
     """A TPR difference at equal epochs (membership's compare/<a>_minus_<b>/equal_epochs) only
     where both arms' TPR at its FPR is supported (arms/<arm>/tpr_*_support), as the
     frontier's differences (frontier.compare_support): else no value, interval or arms."""
+    arms = membership["arms"]
     for key, cmp in membership.get("compare", {}).items():
-        a, _, b = key.partition("_minus_")
+        ab = [(a, b) for a in arms for b in arms if f"{a}_minus_{b}" == key]
+        if len(ab) != 1:
+            raise RuntimeError(f"compare/{key}: names no two arms of {sorted(arms)}")
         for fig in ("tpr_low", "tpr_vlow"):
             rec = cmp.get("equal_epochs", {}).get(f"{fig}_all")
-            sup = [membership["arms"].get(x, {}).get(f"{fig}_support") for x in (a, b)]
-            if rec is not None and not all(x is None or x["supported"] for x in sup):
+            # an arm without a support record has no TPR at that FPR: nor has the difference
+            sup = [arms[x].get(f"{fig}_support") for x in ab[0]]
+            if rec is not None and not all(x is not None and x["supported"] for x in sup):
                 cmp["equal_epochs"][f"{fig}_all"] = frontier.unsupported(rec)
 
 

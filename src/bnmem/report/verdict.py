@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr  # the normal cdf scipy.stats.norm computes, without its import
 
-from bnmem.attack.intervals import SQRT_PROCEDURES, T_PROCEDURES, interval_records
+from bnmem.attack.intervals import SQRT_PROCEDURES, T_PROCEDURES, interval_records, record_arms
 from bnmem.core.io import InputError
 
 REPRODUCED = "reproduced"
@@ -63,6 +63,8 @@ class Evidence:
     # an asymmetric interval (a SQRT_PROCEDURES rule: the square-root scale, or MOVER for a
     # difference): each side has its own sd, and a p-value reads the side toward the threshold
     sided: bool = False
+    # ... built from an arm in sqrt_ci's low region (its ends are no 1.96 sd): no p-value
+    low_arm: bool = False
 
     @classmethod
     def of(cls, d: dict | None, training: bool) -> "Evidence | None":
@@ -76,8 +78,10 @@ class Evidence:
             raise InputError(f"an interval under rule {d['rule']!r} has no 'df' (its t "
                              "quantile's degrees of freedom): the result predates it; re-run "
                              "the attack stage (dvc repro attack) to record it")
-        return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"),
-                   d.get("rule") in SQRT_PROCEDURES)
+        sided = d.get("rule") in SQRT_PROCEDURES
+        arms = record_arms(d) if sided else None
+        low = bool(arms) and any(p < 1.96 * math.sqrt(max(v, 0.0)) / 2 for p, v in arms)
+        return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"), sided, low)
 
     @property
     def usable(self) -> bool:
@@ -184,7 +188,8 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     df = k - 1; by default the evidence's own `df`, which a t-based interval rule records,
     bnmem.attack.intervals.IntervalPlan.summary); an asymmetric interval (`sided`) reads
     the half on the threshold's side as that side's 1.96 sd, and none where that end sits at
-    a proportion's bound (0, or -1 / 1 for a difference: a clip); with `log` (ratios, whose intervals are symmetric on the log scale)
+    a proportion's bound (0, or -1 / 1 for a difference: a clip) or where a difference's arm
+    lies in sqrt_ci's low region; with `log` (ratios, whose intervals are symmetric on the log scale)
     value, ends and threshold are read on the log scale. (1, 1) without a usable
     interval."""
     if e is None or not e.usable or e.hi <= e.lo:
@@ -199,7 +204,7 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
         half = (v - lo) if t <= v else (hi - v)
         # an end at a proportion's bound (sqrt_ci's 0, mover_ci's -1 or 1) is a clip, not
         # 1.96 sd: no p-value is read from it
-        if not half > 0 or (lo if t <= v else hi) in (0.0, -1.0, 1.0):
+        if not half > 0 or e.low_arm or (lo if t <= v else hi) in (0.0, -1.0, 1.0):
             return 1.0, 1.0
         lo, hi = v - half, v + half
     if df is not None:
