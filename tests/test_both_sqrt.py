@@ -66,9 +66,9 @@ def test_the_pipelines_rule_is_c4_outside_the_low_region_on_both_confirmation_st
     t3 = {k: shifts["t3", "tpr_vlow_all", k] for k in "abd"}
     assert (t3["a"][0], t3["b"][0]) == (86, 128)
     assert all(shifts["t3", "tpr_low_all", k][1] == shifts["t3", "tpr_low_all", k][2] for k in "abd")
-    quoted = (f"{t3['a'][1]:.3f} -> {t3['a'][2]:.3f} (arm a), {t3['b'][1]:.3f} -> {t3['b'][2]:.3f}\n"
-              f"    (arm b) and {t3['d'][1]:.3f} -> {t3['d'][2]:.3f} (paired)")
-    assert quoted in I.sqrt_ci.__doc__
+    quoted = (f"{t3['a'][1]:.3f} -> {t3['a'][2]:.3f} (arm a), {t3['b'][1]:.3f} -> {t3['b'][2]:.3f} "
+              f"(arm b) and {t3['d'][1]:.3f} -> {t3['d'][2]:.3f} (paired)")
+    assert quoted in " ".join(I.sqrt_ci.__doc__.split())
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert (f"{t3['a'][1]:.3f} to {t3['a'][2]:.3f} one arm, {t3['b'][1]:.3f} to {t3['b'][2]:.3f} "
             f"on arm b, {t3['d'][1]:.3f} to {t3['d'][2]:.3f} paired") in readme

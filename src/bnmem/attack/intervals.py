@@ -355,12 +355,12 @@ def sqrt_ci(point: float, v: float, z: float = 1.96) -> tuple[float | None, floa
     C4's least upper end), rising with p. Both ends lie in [0, 1]. This low region was
     defined after the seventh plan's read (which required it defined before adoption): on its
     confirmation stores no normal-noise run reaches it, and under t3 at FPR 1e-4 86 (arm a) and
-    128 (arm b) of 500 runs do (and one arm-a run at 1e-3), where coverage moves 0.968 -> 0.958 (arm a), 0.950 -> 0.940
-    (arm b) and 0.972 -> 0.964 (paired), every arm-a and paired cell still within the plan's
-    criterion (tests/test_both_sqrt.py); not confirmed on a fresh seed. Within the region it
-    under-covers, its added misses all upper ends below the truth (it understates TPR):
-    among those runs one arm 0.942 -> 0.884, arm b 0.984 -> 0.945, paired 0.968 -> 0.946
-    (a review's count). It is the only low-region form tried."""
+    128 (arm b) of 500 runs do (and one arm-a run at 1e-3), where coverage moves
+    0.968 -> 0.958 (arm a), 0.950 -> 0.940 (arm b) and 0.972 -> 0.964 (paired), every arm-a
+    and paired cell still within the plan's criterion (tests/test_both_sqrt.py); not
+    confirmed on a fresh seed. Within the region it under-covers, its added misses all upper
+    ends below the truth (it understates TPR): among those runs one arm 0.942 -> 0.884, arm b
+    0.984 -> 0.945, paired 0.968 -> 0.946. It is the only low-region form tried."""
     if point is None or not np.isfinite(point) or v is None or not np.isfinite(v) or v < 0:
         return None, None
     sd = float(np.sqrt(v))
