@@ -377,3 +377,27 @@ def test_the_full_scale_rerun_moved_only_tpr_intervals_as_readme_says():
 
 def cmp_bytes(a, b) -> bool:
     return a.read_bytes() == b.read_bytes()
+
+
+def test_the_eighth_plans_readout_refuses_another_study_and_reads_c4_beside():
+    """bench/tpr_lowregion.py (tpr32_lowregion_plan.md): the planned command's fingerprint is
+    the one the plan fixed; another study's store (seed 41's) is refused in one line; on it
+    the readout's rule column is the pipeline's (the low region's moves README quotes) and
+    its C4 column C4 as confirmed."""
+    L = load_script("bench/tpr_lowregion.py")
+    R = load_script("bench/tpr_robust.py")
+    plan = (ROOT / "bench/results/tpr32_lowregion_plan.md").read_text()
+    assert R.study_fingerprint(L.PLANNED) == L.FINGERPRINT and f"`{L.FINGERPRINT}`" in plan
+    assert " ".join(L.PLANNED.split()[1:]) in " ".join(plan.replace("\\\n", " ").split())
+    s41 = ROOT / "results/tpr32_components_robust_t3_seed41.jsonl"
+    res = subprocess.run([sys.executable, str(ROOT / "bench/tpr_lowregion.py"), str(s41)],
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and len(res.stderr.strip().splitlines()) == 1
+    assert "not the planned one" in res.stderr
+    T = load_script("bench/tpr_rules.py")
+    truth, rec, _ = T.load(s41)
+    f = "tpr_vlow_all"
+    ours = L.pipeline(rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"])
+    old = L.c4_clipped(rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"])
+    cov = {k: [T.score(*x[k], truth[f"{f}_{k}"])["coverage"] for x in (old, ours)] for k in "abd"}
+    assert [round(c, 3) for k in "abd" for c in cov[k]] == [0.968, 0.958, 0.950, 0.940, 0.972, 0.964]
