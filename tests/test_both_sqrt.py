@@ -401,3 +401,30 @@ def test_the_eighth_plans_readout_refuses_another_study_and_reads_c4_beside():
     old = L.c4_clipped(rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"])
     cov = {k: [T.score(*x[k], truth[f"{f}_{k}"])["coverage"] for x in (old, ours)] for k in "abd"}
     assert [round(c, 3) for k in "abd" for c in cov[k]] == [0.968, 0.958, 0.950, 0.940, 0.972, 0.964]
+
+
+def test_the_eighth_plans_outcome_follows_from_its_store():
+    """The seed-42 store (tpr32_lowregion_plan.md): the readout regenerates byte for byte, the
+    rule confirms, the fallback is not needed, and README and the plan quote its figures."""
+    L = load_script("bench/tpr_lowregion.py")
+    R = load_script("bench/tpr_robust.py")
+    rel = "results/tpr32_components_lowregion_t3_seed42.jsonl"
+    res = L.confirm(ROOT / rel)
+    assert res["confirms"] and res["decision_cells"] and not res["fallback"]
+    assert L.markdown(res, rel) == (ROOT / "bench/results/tpr32_lowregion_seed42.md").read_text()
+    c = {k: x["coverage"] for k, x in res["cells"].items()}
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    plan = " ".join((ROOT / "bench/results/tpr32_lowregion_plan.md").read_text().split())
+    lo, vl = "tpr_low_all", "tpr_vlow_all"
+    assert (f"arm a {c[lo, 'a']:.3f} / {c[vl, 'a']:.3f} at FPR 1e-3 / 1e-4, paired "
+            f"{c[lo, 'd']:.3f} / {c[vl, 'd']:.3f}") in readme
+    tails = max(max(x["miss_below"], x["miss_above"]) for (f, k), x in res["cells"].items() if k != "b")
+    assert f"tails at most {tails:.3f}" in readme and f"tails at most {tails:.3f}" in plan
+    assert (f"arm b {c[lo, 'b']:.3f} / {c[vl, 'b']:.3f} (short of 0.93 at 1e-3, above `twoway`'s "
+            f"{res['c1_b'][lo, 'b']['coverage']:.3f} / {res['c1_b'][vl, 'b']['coverage']:.3f})") in readme
+    low = res["low"]
+    assert (f"bound in {low[vl, 'a']['runs']} and {low[vl, 'b']['runs']} of 500 runs at 1e-4 (arms a "
+            f"and b) and there covered {low[vl, 'a']['rule']['coverage']:.3f} one arm, "
+            f"{low[vl, 'b']['rule']['coverage']:.3f} arm b, {low[vl, 'd']['rule']['coverage']:.3f} paired") in readme
+    assert f"among those runs it covered {low[vl, 'a']['rule']['coverage']:.3f} one arm" in plan
+    assert all(R.qualifies(res["cells"][f, k], 500) for f in (lo, vl) for k in "ad")
