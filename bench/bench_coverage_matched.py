@@ -3,6 +3,10 @@ endpoints interpolated at the common point and averaged over the overlap) on sim
 runs with a known truth (bnmem.attack.coverage_matched).
 
     python bench/bench_coverage_matched.py [--runs 500] [--draws 100] [--workers 2]
+        [--n-models 16] [--out results/coverage_matched.json] [--md bench/results/coverage_matched.md]
+
+--n-models sets the shadow models per arm and endpoint (pairs: half of it; the full-scale
+run's 64, 32 pairs, whose TPR reads `both_sqrt`: bnmem.attack.intervals.rules_for).
 """
 import argparse
 import json
@@ -20,6 +24,8 @@ def main() -> None:
     study_args(p)
     p.add_argument("--procedures", default="mixed,both,jackknife,jacksum")
     p.add_argument("--seed", type=int, default=0, help="fresh runs for a confirmation study")
+    p.add_argument("--n-models", type=int, default=16,
+                   help="shadow models per arm and endpoint (an even count: complementary pairs)")
     p.add_argument("--arm-rho", type=float, default=None,
                    help="model noise shared between the arms (real shadows: about 0.3); "
                         "unset: the first design, arms share all of it")
@@ -33,7 +39,10 @@ def main() -> None:
     args = p.parse_args()
     t0, started = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     procs = tuple(args.procedures.split(","))
-    res = matched_coverage(args.runs, n=args.n, draws=args.draws, truth_runs=args.truth_runs,
+    if args.n_models < 4 or args.n_models % 2:
+        raise SystemExit(f"--n-models {args.n_models}: needs an even count >= 4 (complementary pairs)")
+    res = matched_coverage(args.runs, n=args.n, n_models=args.n_models, draws=args.draws,
+                           truth_runs=args.truth_runs,
                            workers=args.workers, procedures=procs, seed=args.seed,
                            arm_rho=args.arm_rho, end_rho=args.end_rho,
                            flipped=args.flipped, ood=args.ood,
@@ -44,13 +53,14 @@ def main() -> None:
     res["command"] = (f"python bench/bench_coverage_matched.py --runs {args.runs} --n {args.n} "
                       f"--draws {args.draws} --truth-runs {args.truth_runs} "
                       f"--workers {args.workers} --procedures {args.procedures} --seed {args.seed}"
+                      + (f" --n-models {args.n_models}" if args.n_models != 16 else "")
                       + (f" --arm-rho {args.arm_rho}" if args.arm_rho is not None else "")
                       + (f" --end-rho {args.end_rho}" if args.end_rho is not None else "")
                       + sample_flags(args) + (f" --store {args.store}" if args.store else ""))
     Path(args.out).write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
     md = ["# Coverage at matched held-out accuracy (bench/bench_coverage_matched.py)", "",
           f"{res['runs']} simulated runs, each two paired arms x 3 annealed endpoints of "
-          f"{res['n_models']} shadow models (8 complementary pairs) x {res['n']} samples "
+          f"{res['n_models']} shadow models ({res['n_models'] // 2} complementary pairs) x {res['n']} samples "
           f"({res['flipped']:.0%} flipped" + (f", {res['ood']:.0%} OOD" if res.get("ood") else "")
           + f"), utility shifts {res['utility']} and membership "
           f"effects {res['effect']} per arm and endpoint (bnmem.attack.coverage_matched), "
