@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jsonl  # noqa: E402  (bench/jsonl.py)
 import tpr_robust as R  # noqa: E402
 import tpr_rules as T  # noqa: E402
-from bnmem.attack.intervals import mover_ci, sqrt_ci  # noqa: E402
+from bnmem.attack.intervals import in_low_region, mover_ci, sqrt_ci  # noqa: E402
 
 PLANNED = ("python bench/bench_tpr_components.py --seed 42 --runs 500 --truth-runs 1000 "
            "--n 3200 --n-models 64 --flipped 0.1 --ood 0.0 --vlow --draws 20 --noise-df 3 "
@@ -80,7 +80,7 @@ def confirm(store: Path) -> dict:
     for f in FIGS:
         ra, rb, rd = rec[f"{f}_a"], rec[f"{f}_b"], rec[f"{f}_d"]
         ours, old = pipeline(ra, rb, rd), c4_clipped(ra, rb, rd)
-        region = {k: r[:, 0] < T.Z * np.sqrt(r[:, 3]) / 2 for k, r in (("a", ra), ("b", rb))}
+        region = {k: in_low_region(r[:, 0], r[:, 3], T.Z) for k, r in (("a", ra), ("b", rb))}
         region["d"] = region["a"] | region["b"]
         for k in "abd":
             t = truth[f"{f}_{k}"]

@@ -113,6 +113,10 @@ def test_zero_and_tiny_points():
     assert sqrt_ci(0.0, sd * sd) == pytest.approx((0.0, z * sd))
     assert sqrt_ci(1e-6, sd * sd) == pytest.approx((0.0, z * sd + 2e-6))
     edge = z * sd / 2
+    assert I.in_low_region(edge * (1 - 1e-9), sd * sd) and not I.in_low_region(edge, sd * sd)
+    assert I.in_low_region(-0.5, 0.0) and not I.in_low_region(0.5, -1.0)  # both clipped at 0
+    assert sqrt_ci(0.0, 0.0) == (0.0, 0.0)  # no spread at 0: [0, 0], not 0 / 0
+    assert I.in_low_region(np.array([0.0, edge, 1.0]), sd * sd).tolist() == [True, False, False]
     below, at = sqrt_ci(edge * (1 - 1e-9), sd * sd), sqrt_ci(edge, sd * sd)
     assert below == pytest.approx(at, abs=1e-9) and at[1] == pytest.approx(2 * z * sd)
     his = [sqrt_ci(p, sd * sd)[1] for p in np.linspace(0, edge, 50)]
@@ -240,7 +244,9 @@ def test_frontier_reads_arms_at_the_common_point_the_overlap_and_equal_budgets()
 def test_p_values_read_the_side_toward_the_threshold():
     """An asymmetric interval's p-value (verdict.p_values) reads the half on the threshold's
     side: a sqrt interval [0.01, 0.05] around 0.025 tested against 0 uses 0.015 as 1.96 sd,
-    against 0.06 the upper 0.025; a symmetric record reads as before."""
+    against 0.06 the upper 0.025; a symmetric record reads as before. An end clipped at a
+    bound, or an interval read in sqrt_ci's low region (a one-arm record's, or an arm's of a
+    difference), gives none."""
     from scipy.special import ndtr
     from bnmem.report.verdict import Evidence, p_values
     e = Evidence.of({"value": 0.025, "lo": 0.01, "hi": 0.05, "rule": "both_sqrt", "df": None}, True)
@@ -262,6 +268,13 @@ def test_p_values_read_the_side_toward_the_threshold():
     assert Evidence.of(diff, True).low_arm and p_values(Evidence.of(diff, True), 1, 0.0) == (1.0, 1.0)
     diff["arms"][1]["value"] = 0.003  # 0.003 >= 1.96 x 0.002 / 2: read
     assert not Evidence.of(diff, True).low_arm and p_values(Evidence.of(diff, True), 1, 0.0)[0] < 0.025
+    # ... nor a one-arm record read in the region (its own value and `both` SD), on either side
+    one = {"value": 0.001, "rule": "both_sqrt", "df": None, "sd": {"both": 0.002}}
+    one["lo"], one["hi"] = sqrt_ci(0.001, 0.002 ** 2)
+    assert Evidence.of(one, True).low_arm and p_values(Evidence.of(one, True), -1, 0.01) == (1.0, 1.0)
+    one["value"] = 0.003
+    one["lo"], one["hi"] = sqrt_ci(0.003, 0.002 ** 2)
+    assert not Evidence.of(one, True).low_arm and 0 < p_values(Evidence.of(one, True), -1, 0.01)[0] < 1
 
 
 def test_rules_and_rerule(tmp_path):

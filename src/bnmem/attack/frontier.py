@@ -299,13 +299,23 @@ def unsupported(rec: dict) -> dict:
             "value": None, "lo": None, "hi": None, "rule": None}
 
 
+def require_support(holder: dict, key: str, supports) -> None:
+    """holder[key], a TPR's interval record, becomes `unsupported` unless every one of
+    `supports` (the support records of the TPRs it rests on: operating_support's) says
+    supported; a None among them, a TPR with no support record, has no value there either.
+    The one gate of every TPR read: each endpoint's, the frontier's comparisons
+    (compare_support) and those at equal epochs (bnmem.attack.stage.equal_epoch_support)."""
+    if holder.get(key) is not None and not all(s is not None and s["supported"]
+                                               for s in supports):
+        holder[key] = unsupported(holder[key])
+
+
 def apply_support(endpoints: list[dict], support: list[dict]) -> None:
     """Each endpoint row (`arm_endpoints`) gets its TPR's support; an unsupported TPR (its
     false positives from < 10 distinct samples) has no value, as the headline's."""
     for row, sup in zip(endpoints, support):
         row["tpr_low_support"] = sup
-        if not sup["supported"]:
-            row["tpr_low_all"] = unsupported(row["tpr_low_all"])
+        require_support(row, "tpr_low_all", [sup])
 
 
 def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> None:
@@ -318,7 +328,6 @@ def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> 
     equal-budget difference none where either of its two endpoints is. Only draw 0's
     sources are checked: a draw whose minimum moves to an unsupported endpoint still
     counts in the interval (`pareto_flips` says how often minima move)."""
-    every = all(s["supported"] for s in support_a + support_b)
     for c in cmp["criteria"].values():
         f = c["figures"]["tpr_low_all"]
         rows = []
@@ -326,13 +335,11 @@ def compare_support(cmp: dict, support_a: list[dict], support_b: list[dict]) -> 
             idx = [] if src is None else sorted({int(np.floor(src)), int(np.ceil(src))})
             rows.append([{"endpoint": i, **sup[i]} for i in idx if 0 <= i < len(sup)] or None)
         f["support_at_common"] = rows
-        if any(r is None or not all(x["supported"] for x in r) for r in rows):
-            f["at_common"] = unsupported(f["at_common"])
-        if not every:
-            f["overlap"] = unsupported(f["overlap"])
+        # an arm with no source there (None) rests on no supported endpoint
+        require_support(f, "at_common", [x for r in rows for x in (r or [None])])
+        require_support(f, "overlap", support_a + support_b)
     for i, row in enumerate(cmp["equal_budget"]):
-        if not (support_a[i]["supported"] and support_b[i]["supported"]):
-            row["tpr_low_all"] = unsupported(row["tpr_low_all"])
+        require_support(row, "tpr_low_all", [support_a[i], support_b[i]])
 
 
 def _flips(rows: list[dict], f: str) -> list[float | None]:

@@ -368,11 +368,23 @@ def sqrt_ci(point: float, v: float, z: float = 1.96) -> tuple[float | None, floa
         return None, None
     sd = float(np.sqrt(v))
     p = max(float(point), 0.0)
-    if p < z * sd / 2:
+    if in_low_region(p, v, z):
         return 0.0, float(min(z * sd + 2 * p, 1.0))
     s = float(np.sqrt(p))
     half = z * sd / (2 * s)
     return float(min((s - half) ** 2, 1.0)), float(min((s + half) ** 2, 1.0))
+
+
+def in_low_region(point, v, z: float = 1.96):
+    """Whether sqrt_ci reads a proportion `point` of variance `v` in its low region:
+    p < z sd / 2, where the square-root scale's lower end would pass 0 (sqrt_ci's
+    docstring), or p = 0 (with sd 0 too: [0, 0], not 0 / 0); a point below 0 is taken as 0,
+    a negative variance as 0. Elementwise on arrays (a bool array), a bool for scalars. The
+    one test of the region: the interval, p-values (bnmem.report.verdict) and the studies'
+    readouts (bench/tpr_lowregion.py) ask it here."""
+    p = np.maximum(point, 0.0)
+    out = (p <= 0) | (p < z * np.sqrt(np.maximum(v, 0.0)) / 2)
+    return bool(out) if np.ndim(out) == 0 else out
 
 
 def mover_rho(v_a: float, v_b: float, v_d: float) -> float:

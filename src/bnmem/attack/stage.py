@@ -337,11 +337,9 @@ def equal_epoch_support(membership: dict) -> None:
         if len(ab) != 1:
             raise RuntimeError(f"compare/{key}: names no two arms of {sorted(arms)}")
         for fig in ("tpr_low", "tpr_vlow"):
-            rec = cmp.get("equal_epochs", {}).get(f"{fig}_all")
             # an arm without a support record has no TPR at that FPR: nor has the difference
-            sup = [arms[x].get(f"{fig}_support") for x in ab[0]]
-            if rec is not None and not all(x is not None and x["supported"] for x in sup):
-                cmp["equal_epochs"][f"{fig}_all"] = frontier.unsupported(rec)
+            frontier.require_support(cmp.get("equal_epochs", {}), f"{fig}_all",
+                                     [arms[x].get(f"{fig}_support") for x in ab[0]])
 
 
 def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str,

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from scipy.special import ndtr  # the normal cdf scipy.stats.norm computes, without its import
 
-from bnmem.attack.intervals import SQRT_PROCEDURES, T_PROCEDURES, interval_records, record_arms
+from bnmem.attack.intervals import (SQRT_PROCEDURES, T_PROCEDURES, in_low_region,
+                                    interval_records, record_arms, variance_from_sd)
 from bnmem.core.io import InputError
 
 REPRODUCED = "reproduced"
@@ -51,6 +52,16 @@ NOT_TESTABLE = "not testable at matched utility"
 NOT_MEASURED = "not measured"
 
 
+def _sqrt_reads(d: dict) -> list[tuple[float, float]]:
+    """The (proportion, V_b) pairs a SQRT_PROCEDURES record's interval was read from: a
+    difference's arms (record_arms), or a one-arm record's own value and `both` SD; none
+    where they are not recorded."""
+    if "arms" in d:
+        return list(record_arms(d) or ())
+    v = variance_from_sd((d.get("sd") or {}).get("both"))
+    return [] if v is None or d.get("value") is None else [(float(d["value"]), v)]
+
+
 @dataclass(frozen=True)
 class Evidence:
     """A point estimate and its 95 % interval; `training`: the interval resamples
@@ -63,7 +74,8 @@ class Evidence:
     # an asymmetric interval (a SQRT_PROCEDURES rule: the square-root scale, or MOVER for a
     # difference): each side has its own sd, and a p-value reads the side toward the threshold
     sided: bool = False
-    # ... built from an arm in sqrt_ci's low region (its ends are no 1.96 sd): no p-value
+    # ... read in sqrt_ci's low region (a one-arm record), or built from an arm there (a
+    # difference): its ends are no 1.96 sd, so no p-value
     low_arm: bool = False
 
     @classmethod
@@ -79,8 +91,7 @@ class Evidence:
                              "quantile's degrees of freedom): the result predates it; re-run "
                              "the attack stage (dvc repro attack) to record it")
         sided = d.get("rule") in SQRT_PROCEDURES
-        arms = record_arms(d) if sided else None
-        low = bool(arms) and any(p < 1.96 * math.sqrt(max(v, 0.0)) / 2 for p, v in arms)
+        low = sided and any(in_low_region(p, v) for p, v in _sqrt_reads(d))
         return cls(d["value"], d.get("lo"), d.get("hi"), training, d.get("df"), sided, low)
 
     @property
