@@ -1,0 +1,47 @@
+"""The coverage_matched32 plan's readout (bench/coverage_matched32.py): it reads only the
+planned study, finished, and its word per figure follows the plan's band."""
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, load_script
+
+C = load_script("bench/coverage_matched32.py")
+
+
+def _store(path, study, truths, runs):
+    lines = [{"study": study}]
+    lines += [{"kind": "truth", "i": i, "value": [0.0] * len(C.NAMES)} for i in range(truths)]
+    lines += [{"kind": "run", "i": i, "value": {p: [[-1.0] * len(C.NAMES), [1.0] * len(C.NAMES)]
+                                               for p in C.PROCEDURES}} for i in range(runs)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
+    for store, says in ((_store(tmp_path / "other.jsonl", "0" * 16, C.TRUTH_RUNS, C.RUNS),
+                         "not the planned b32f3e949a451feb"),
+                        (_store(tmp_path / "part.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS - 1),
+                         "the study is unfinished")):
+        res = subprocess.run([sys.executable, str(ROOT / "bench" / "coverage_matched32.py"),
+                              str(store)], capture_output=True, text=True)
+        assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert says in res.stderr
+
+
+def test_the_word_follows_the_band_and_the_tails():
+    row = {"coverage": 0.95, "miss_below": 0.025, "miss_above": 0.025}
+    assert C.word(row) == "calibrated"
+    assert C.word({**row, "coverage": 0.93}) == "calibrated"
+    assert C.word({**row, "coverage": 0.971}) == "over-covers"
+    assert C.word({**row, "coverage": 0.929}) == "under-covers"
+    assert C.word({**row, "miss_below": 0.041, "miss_above": 0.0}) == "calibrated, lopsided"
+    assert C.word({"coverage": None}) == "no interval"
+
+
+def test_a_finished_store_of_the_planned_shape_reads(tmp_path):
+    """Every interval [-1, 1] around a truth of 0: every figure covers, over-covers."""
+    res = C.read(_store(tmp_path / "s.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS))
+    assert set(res["words"].values()) == {"over-covers"}
+    assert res["rules"]["tpr_low_matched"] == "both_sqrt"
+    assert res["rules"]["auc_matched"] == "jacksum" and res["rules"]["auc_overlap"] == "both"
