@@ -53,13 +53,22 @@ def load(store: Path) -> tuple[np.ndarray, list[dict]]:
     with np.errstate(invalid="ignore"):
         t = np.nanmean(np.array([truth[i] for i in range(TRUTH_RUNS)], float), axis=0)
     done = [{p: np.array(runs[i][p], float) for p in PROCEDURES} for i in range(RUNS)]
+    shapes = {d[p].shape for d in done for p in PROCEDURES} | {t.shape[:0] + (2, t.size)}
+    if shapes != {(2, len(NAMES))}:  # the figures the store's code computed are not FIGURES'
+        raise SystemExit(f"{store}: its runs' intervals have shapes {sorted(shapes)}, not "
+                         f"(2, {len(NAMES)}) (coverage_matched.FIGURES); no word is read")
     return t, done
 
 
-def word(row: dict) -> str:
-    """The plan's word for one figure's `mixed` row (coverage.tabulate's)."""
-    if row["coverage"] is None:
-        return "no interval"
+MIN_RUNS = 450  # runs with a finite interval a figure needs for a word (the addendum)
+
+
+def word(row: dict, truth: float = 0.0) -> str:
+    """The plan's word for one figure's `mixed` row (coverage.tabulate's) and its truth."""
+    if row["coverage"] is None or not np.isfinite(truth):
+        return "no word"
+    if row["runs"] < MIN_RUNS:
+        return "no word: too few intervals"
     c = row["coverage"]
     w = "calibrated" if BAND[0] <= c <= BAND[1] else "over-covers" if c > BAND[1] else "under-covers"
     if max(row["miss_below"], row["miss_above"]) > LOPSIDED:
@@ -73,8 +82,20 @@ def read(store: Path) -> dict:
     truth, done = load(store)
     table = tabulate(done, truth, NAMES, PROCEDURES)
     return {"truth": dict(zip(NAMES, map(float, truth))), "table": table,
-            "words": {f: word(table["mixed"][f]) for f in NAMES},
+            "words": {f: word(table["mixed"][f], t) for f, t in zip(NAMES, truth)},
             "rules": {f: mixed_procedure(PLAN_NAME[f], PAIRS) for f in NAMES}}
+
+
+def families_out(words: dict) -> list[str]:
+    """The addendum's family rule: a family (AUC, memorization, TPR) with two or more cells
+    out of band in the same direction, as "<family> <word>"."""
+    fam = {"auc": "AUC", "fz": "memorization", "tpr": "TPR"}
+    out = []
+    for key, name in fam.items():
+        for w in ("over-covers", "under-covers"):
+            if sum(f.startswith(key) and v.split(",")[0] == w for f, v in words.items()) >= 2:
+                out.append(f"{name} {w}")
+    return out
 
 
 def _cell(row: dict) -> str:
@@ -106,7 +127,9 @@ def markdown(store: Path, res: dict) -> str:
     tally = {w: sum(v.split(",")[0] == w for v in res["words"].values())
              for w in ("calibrated", "over-covers", "under-covers")}
     md += ["", "Words: " + ", ".join(f"{n} {w}" for w, n in tally.items() if n) + f" of {len(NAMES)}. "
-           f"The TPR cell (`tpr_low_matched`, `both_sqrt`): **{res['words']['tpr_low_matched']}**."]
+           f"The TPR cell (`tpr_low_matched`, `both_sqrt`): **{res['words']['tpr_low_matched']}**. "
+           "Families with two or more cells out of band in one direction (the addendum's "
+           "rule): " + (", ".join(families_out(res["words"])) or "none") + "."]
     return "\n".join(md) + "\n"
 
 

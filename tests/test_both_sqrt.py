@@ -316,9 +316,12 @@ def test_equal_epoch_tpr_differences_need_both_arms_supported():
                   "batchnorm": {"tpr_low_support": {"supported": True}}},
          "compare": {k: {"equal_epochs": {"tpr_low_all": dict(rec), "tpr_vlow_all": dict(rec),
                                           "auc_all": dict(rec)}}
-                     for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none")}}
+                     for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none",
+                               "none_minus_batchnorm_reg")}}
     equal_epoch_support(m)
     kept, cut = (m["compare"][k]["equal_epochs"] for k in ("batchnorm_minus_none", "batchnorm_reg_minus_none"))
+    # the unsupported arm second: cut as well (both arms are read, not the first alone)
+    assert m["compare"]["none_minus_batchnorm_reg"]["equal_epochs"]["tpr_low_all"]["value"] is None
     assert kept["tpr_low_all"] == rec and kept["auc_all"] == rec == cut["auc_all"]
     assert cut["tpr_low_all"]["value"] is None and cut["tpr_low_all"]["lo"] is None
     assert "arms" not in cut["tpr_low_all"] and cut["tpr_low_all"]["sd"] == rec["sd"]
@@ -327,6 +330,35 @@ def test_equal_epoch_tpr_differences_need_both_arms_supported():
     m["compare"]["batchnorm_minus_dp"] = {"equal_epochs": {}}
     with pytest.raises(RuntimeError, match="compare/batchnorm_minus_dp: names no two arms"):
         equal_epoch_support(m)
+
+
+def test_the_frontier_gate_reads_both_arms_and_a_missing_source():
+    """frontier.compare_support: the common point's difference has no value where an arm has
+    no source there (no endpoint it rests on) or its source's endpoint is unsupported, in
+    arm a or in arm b; the overlap none where any endpoint of either arm is; an equal budget
+    none where either arm's endpoint at that budget is."""
+    from bnmem.attack import frontier
+    rec = {"value": 0.01, "lo": 0.0, "hi": 0.02, "sd": {"both": 0.005}, "rule": "both_sqrt",
+           "df": None, "arms": [{"value": 0.03, "sd": {"both": 0.004}}, {"value": 0.02, "sd": {"both": 0.003}}]}
+
+    def gated(sources, sup_a, sup_b):
+        cmp = {"criteria": {"heldout": {"figures": {"tpr_low_all": {
+            "source_at_common": sources, "at_common": dict(rec), "overlap": dict(rec)}}}},
+            "equal_budget": [{"tpr_low_all": dict(rec)} for _ in range(3)]}
+        frontier.compare_support(cmp, [{"supported": s} for s in sup_a],
+                                 [{"supported": s} for s in sup_b])
+        f = cmp["criteria"]["heldout"]["figures"]["tpr_low_all"]
+        return (f["at_common"]["value"], f["overlap"]["value"],
+                [r["tpr_low_all"]["value"] for r in cmp["equal_budget"]])
+
+    every = [True] * 3
+    assert gated((0.0, 1.5), every, every) == (0.01, 0.01, [0.01] * 3)
+    assert gated((None, 1.5), every, every)[0] is None  # arm a has no source there
+    assert gated((0.0, None), every, every)[0] is None  # ... or arm b
+    assert gated((0.0, 1.5), every, [True, True, False]) == (None, None, [0.01, 0.01, None])
+    assert gated((0.0, 1.5), every, [True, False, True]) == (None, None, [0.01, None, 0.01])
+    assert gated((0.0, 0.0), every, [True, False, True]) == (0.01, None, [0.01, None, 0.01])
+    assert gated((2.0, 0.0), [True, False, True], every) == (0.01, None, [0.01, None, 0.01])
 
 
 def test_the_coverage_harness_reads_both_sqrt_differences():

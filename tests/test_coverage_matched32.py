@@ -9,10 +9,10 @@ from conftest import ROOT, load_script
 C = load_script("bench/coverage_matched32.py")
 
 
-def _store(path, study, truths, runs):
+def _store(path, study, truths, runs, width=len(C.NAMES)):
     lines = [{"study": study}]
-    lines += [{"kind": "truth", "i": i, "value": [0.0] * len(C.NAMES)} for i in range(truths)]
-    lines += [{"kind": "run", "i": i, "value": {p: [[-1.0] * len(C.NAMES), [1.0] * len(C.NAMES)]
+    lines += [{"kind": "truth", "i": i, "value": [0.0] * width} for i in range(truths)]
+    lines += [{"kind": "run", "i": i, "value": {p: [[-1.0] * width, [1.0] * width]
                                                for p in C.PROCEDURES}} for i in range(runs)]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
@@ -22,7 +22,9 @@ def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
     for store, says in ((_store(tmp_path / "other.jsonl", "0" * 16, C.TRUTH_RUNS, C.RUNS),
                          "not the planned b32f3e949a451feb"),
                         (_store(tmp_path / "part.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS - 1),
-                         "the study is unfinished")):
+                         "the study is unfinished"),
+                        (_store(tmp_path / "figs.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS,
+                                width=len(C.NAMES) - 1), "not (2, 10)")):
         res = subprocess.run([sys.executable, str(ROOT / "bench" / "coverage_matched32.py"),
                               str(store)], capture_output=True, text=True)
         assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
@@ -30,13 +32,20 @@ def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
 
 
 def test_the_word_follows_the_band_and_the_tails():
-    row = {"coverage": 0.95, "miss_below": 0.025, "miss_above": 0.025}
+    row = {"coverage": 0.95, "miss_below": 0.025, "miss_above": 0.025, "runs": 500}
     assert C.word(row) == "calibrated"
     assert C.word({**row, "coverage": 0.93}) == "calibrated"
     assert C.word({**row, "coverage": 0.971}) == "over-covers"
     assert C.word({**row, "coverage": 0.929}) == "under-covers"
+    assert C.word({**row, "coverage": 485 / 500}) == "calibrated"  # both ends in the band
+    assert C.word({**row, "coverage": 465 / 500}) == "calibrated"
     assert C.word({**row, "miss_below": 0.041, "miss_above": 0.0}) == "calibrated, lopsided"
-    assert C.word({"coverage": None}) == "no interval"
+    assert C.word({**row, "miss_below": 0.0, "miss_above": 0.041}) == "calibrated, lopsided"
+    assert C.word({**row, "miss_below": 20 / 500, "miss_above": 20 / 500}) == "calibrated"
+    assert C.word({"coverage": None}) == "no word"
+    assert C.word(row, float("nan")) == "no word"
+    assert C.word({**row, "runs": 449}) == "no word: too few intervals"
+    assert C.word({**row, "runs": 450}) == "calibrated"
 
 
 def test_a_finished_store_of_the_planned_shape_reads(tmp_path):
@@ -45,3 +54,12 @@ def test_a_finished_store_of_the_planned_shape_reads(tmp_path):
     assert set(res["words"].values()) == {"over-covers"}
     assert res["rules"]["tpr_low_matched"] == "both_sqrt"
     assert res["rules"]["auc_matched"] == "jacksum" and res["rules"]["auc_overlap"] == "both"
+
+
+def test_the_family_rule_needs_two_cells_of_one_family_and_direction():
+    words = dict.fromkeys(C.NAMES, "calibrated")
+    assert C.families_out(words) == []
+    words.update(auc_matched="over-covers", auc_fit="under-covers", fz_ood_fit="over-covers")
+    assert C.families_out(words) == []
+    words.update(auc_overlap="over-covers, lopsided", fz_flipped_fit="over-covers")
+    assert C.families_out(words) == ["AUC over-covers", "memorization over-covers"]

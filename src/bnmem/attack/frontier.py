@@ -300,13 +300,13 @@ def unsupported(rec: dict) -> dict:
 
 
 def require_support(holder: dict, key: str, supports) -> None:
-    """holder[key], a TPR's interval record, becomes `unsupported` unless every one of
-    `supports` (the support records of the TPRs it rests on: operating_support's) says
-    supported; a None among them, a TPR with no support record, has no value there either.
-    The one gate of every TPR read: each endpoint's, the frontier's comparisons
-    (compare_support) and those at equal epochs (bnmem.attack.stage.equal_epoch_support)."""
-    if holder.get(key) is not None and not all(s is not None and s["supported"]
-                                               for s in supports):
+    """holder[key], a TPR's interval record (a KeyError where there is none), becomes
+    `unsupported` unless every one of `supports` (the support records of the TPRs it rests
+    on: operating_support's) says supported; a None among them, a TPR with no support
+    record, has no value there either. The one gate of every TPR read: the headline's per
+    arm and those at equal epochs (bnmem.attack.stage), each endpoint's (apply_support) and
+    the frontier's comparisons (compare_support)."""
+    if holder[key] is not None and not all(s is not None and s["supported"] for s in supports):
         holder[key] = unsupported(holder[key])
 
 

@@ -222,9 +222,7 @@ def attack_arms(cfg: Config, labels: np.ndarray, kind: np.ndarray,
                 continue  # TPR at 1e-4: only from 100 000 negatives on
             support = attack[arm][variant]["all"][f"support_{level}"]
             membership["arms"][arm][f"{fig}_support"] = support
-            if not support["supported"]:
-                membership["arms"][arm][f"{fig}_all"] = {"value": None, "lo": None, "hi": None,
-                                                         "rule": None}
+            frontier.require_support(membership["arms"][arm], f"{fig}_all", [support])
     equal_epoch_support(membership)
     headline = {arm: {**{f"auc_{sub}": attack[arm][variant][sub]["auc"]
                          for sub in SUBSETS},
@@ -336,10 +334,12 @@ def equal_epoch_support(membership: dict) -> None:
         ab = [(a, b) for a in arms for b in arms if f"{a}_minus_{b}" == key]
         if len(ab) != 1:
             raise RuntimeError(f"compare/{key}: names no two arms of {sorted(arms)}")
+        equal = cmp.get("equal_epochs", {})
         for fig in ("tpr_low", "tpr_vlow"):
-            # an arm without a support record has no TPR at that FPR: nor has the difference
-            frontier.require_support(cmp.get("equal_epochs", {}), f"{fig}_all",
-                                     [arms[x].get(f"{fig}_support") for x in ab[0]])
+            if f"{fig}_all" in equal:  # TPR at 1e-4: only from 100 000 negatives on
+                # an arm without a support record has no TPR at that FPR: nor has the difference
+                frontier.require_support(equal, f"{fig}_all",
+                                         [arms[x].get(f"{fig}_support") for x in ab[0]])
 
 
 def _resampled(cfg: Config, data: dict[str, dict], kind: np.ndarray, variant: str,

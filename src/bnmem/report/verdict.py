@@ -199,8 +199,8 @@ def p_values(e: Evidence | None, direction: int, threshold: float,
     df = k - 1; by default the evidence's own `df`, which a t-based interval rule records,
     bnmem.attack.intervals.IntervalPlan.summary); an asymmetric interval (`sided`) reads
     the half on the threshold's side as that side's 1.96 sd, and none where that end sits at
-    a proportion's bound (0, or -1 / 1 for a difference: a clip) or where a difference's arm
-    lies in sqrt_ci's low region; with `log` (ratios, whose intervals are symmetric on the log scale)
+    a proportion's bound (0, or -1 / 1 for a difference: a clip) or where the interval was
+    read in sqrt_ci's low region (a one-arm record, or a difference's arm); with `log` (ratios, whose intervals are symmetric on the log scale)
     value, ends and threshold are read on the log scale. (1, 1) without a usable
     interval."""
     if e is None or not e.usable or e.hi <= e.lo:
