@@ -107,6 +107,14 @@ def test_repro_writes_contract_outputs(repo):
     assert membership["variant"] == "lira_online_fixed" and membership["pairs"] == 3
     assert len(membership["arms"]["none"]["epoch"]["fit"]) == 2
     assert "matched_fit" in membership["compare"]["batchnorm_minus_none"]
+    # 600 negatives: TPR at 1e-3 unsupported in every arm and in every difference at equal
+    # epochs (frontier.require_support): no value, interval, rule or arms; its design SDs and
+    # df kept (here none: at 600 negatives no draw has a TPR at 1e-3 either)
+    for rec in [membership["arms"][a]["tpr_low_all"] for a in membership["arms"]] + [
+            c["equal_epochs"]["tpr_low_all"] for c in membership["compare"].values()]:
+        assert (rec["value"], rec["lo"], rec["hi"], rec["rule"]) == (None,) * 4, rec
+        assert "arms" not in rec and {"sd", "df"} <= set(rec), rec
+    assert not membership["arms"]["none"]["tpr_low_support"]["supported"]
     assert shard["epoch_phi"].shape == (6, 2, 200) and shard["epoch_correct"].dtype == bool
     # headline metrics: small, every key present, detail in results/
     total = 0
