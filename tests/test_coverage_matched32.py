@@ -63,3 +63,28 @@ def test_the_family_rule_needs_two_cells_of_one_family_and_direction():
     assert C.families_out(words) == []
     words.update(auc_overlap="over-covers, lopsided", fz_flipped_fit="over-covers")
     assert C.families_out(words) == ["AUC over-covers", "memorization over-covers"]
+
+
+def test_the_outcome_follows_from_the_committed_store():
+    """The readout regenerates its committed table byte for byte from the study's store, and
+    the words and figures README and the plan's outcome quote are the store's."""
+    store = ROOT / "results" / "coverage_matched32_seed43.jsonl"
+    res = C.read(store)
+    md = C.markdown("results/coverage_matched32_seed43.jsonl", res)
+    assert md == (ROOT / "bench" / "results" / "coverage_matched32_seed43.md").read_text()
+    t = res["table"]
+    cov = {f: round(t["mixed"][f]["coverage"], 3) for f in C.NAMES}
+    assert res["words"]["tpr_low_matched"] == "calibrated" and cov["tpr_low_matched"] == 0.944
+    assert round(t["twoway"]["tpr_low_matched"]["coverage"], 3) == 0.930
+    mem = [f for f in C.NAMES if f.startswith("fz")]
+    assert {res["words"][f] for f in mem} == {"over-covers"}
+    assert (min(cov[f] for f in mem), max(cov[f] for f in mem)) == (0.974, 0.996)
+    assert {res["words"][f] for f in C.NAMES if f.startswith("auc")} == {"calibrated"}
+    assert C.families_out(res["words"]) == ["memorization over-covers"]
+    two = [t["twoway"][f]["coverage"] for f in mem]
+    assert (round(min(two), 3), round(max(two), 3)) == (0.940, 0.954)
+    ratio = [t["twoway"][f]["mean_width"] / t["mixed"][f]["mean_width"] for f in mem]
+    assert (round(min(ratio), 2), round(max(ratio), 2)) == (0.86, 0.96)
+    readme = (ROOT / "README.md").read_text()
+    assert "**0.944**, tails 0.026 below and 0.030 above" in readme
+    assert "0.974–0.996" in readme and "0.940–0.954 at 0.86–0.96 times" in readme
