@@ -280,10 +280,13 @@ def _both_sqrt_text(seed27: str) -> str:
             "41 and misses below the truth under normal noise), and at 1e-4 it misses above the "
             "truth in 0.042 of runs; one setup per regime, 32 pairs, 20 draws, none near the "
             "full-scale run's V_b / (V_p + V_s) of 1.69 (the studies' medians 0.82-1.15), so "
-            "its calibration at full scale is not measured, nor at a matched criterion's common "
-            "point or overlap (confirmed at equal settings only); below a point of 1.96 sd / 2 "
+            "its calibration at full scale is not measured (confirmed at equal settings; at "
+            "the common point of matched held-out accuracy it covered 0.944 once, on the "
+            "matched simulator at 3 200 samples, `bench/results/coverage_matched32_plan.md`; "
+            "over an overlap and at matched fit not simulated); below a point of 1.96 sd / 2 "
             "the interval is [0, 1.96 sd + 2 p], a region defined after the plan's read (README "
-            "*Intervals*); being conservative it leans towards a difference covering 0; "
+            "*Intervals*); where conservative (at equal settings) it leans towards a difference "
+            "covering 0; "
             f"`pairs_t`, the rule at 8 pairs, under-covers there: {seed27}")
 
 
