@@ -2,8 +2,9 @@ import os  # noqa: I001
 # One BLAS / OpenMP thread in each pytest-xdist worker and the stages it starts, set before
 # numpy loads (OpenBLAS reads it once; nothing pytest loads before this file imports numpy):
 # make test runs one worker per core, and numpy's threads spinning beside the other
-# worker's cost 13 % of the suite's time on a 2-core AMD EPYC (454 -> 393 s, the tests that
-# read the simulation stores twice as fast; BENCHMARKS.md, "The test suite").
+# worker's cost 5-13 % of the suite's time on a 2-core AMD EPYC (404 -> 382 s and 454 -> 393 s
+# in two A/Bs; the tests that read the simulation stores about twice as fast; BENCHMARKS.md,
+# "The test suite").
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")

@@ -380,10 +380,9 @@ def in_low_region(point, v, z: float = 1.96):
     p < z sd / 2, where the square-root scale's lower end would pass 0 (sqrt_ci's
     docstring), or p = 0 (with sd 0 too: [0, 0], not 0 / 0: every draw read 0, the
     bootstrap saw no spread, as any rule's point +- 0 where its draws all agree); a point
-    below 0 is taken as 0,
-    a negative variance as 0. Elementwise on arrays (a bool array), a bool for scalars. The
-    one test of the region: the interval, p-values (bnmem.report.verdict) and the studies'
-    readouts (bench/tpr_lowregion.py) ask it here."""
+    below 0 is taken as 0, a negative variance as 0. Elementwise on arrays (a bool array), a
+    bool for scalars. The one test of the region: the interval, p-values
+    (bnmem.report.verdict) and the studies' readouts (bench/tpr_lowregion.py) ask it here."""
     p = np.maximum(point, 0.0)
     out = (p <= 0) | (p < z * np.sqrt(np.maximum(v, 0.0)) / 2)
     return bool(out) if np.ndim(out) == 0 else out
