@@ -1,9 +1,13 @@
 """The coverage_matched32 plan's readout (bench/results/coverage_matched32_plan.md): the
 full-scale run's matched reads at 32 pairs and 20 draws, on the matched simulator's fresh
 seed 43; a word per figure from `mixed`'s coverage against 0.93-0.97, `twoway` beside.
+The same study on seed 44 is the coverage_mem32 plan's confirmation
+(bench/results/coverage_mem32_plan.md) of `twoway` for the memorization cells.
 
     python bench/coverage_matched32.py results/coverage_matched32_seed43.jsonl \
         [--md bench/results/coverage_matched32_seed43.md]
+    python bench/coverage_matched32.py results/coverage_matched32_seed44.jsonl \
+        [--md bench/results/coverage_matched32_seed44.md]
 
 The store is bench/bench_coverage_matched.py's (bnmem.attack.coverage.simulate_all): a
 first line naming the study's fingerprint, then one line per truth row and per run. A
@@ -22,10 +26,13 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jsonl  # noqa: E402  (bench/jsonl.py)
 from bnmem.attack.coverage import tabulate  # noqa: E402
-from bnmem.attack.coverage_matched import FIGURES, PLAN_NAME  # noqa: E402
-from bnmem.attack.intervals import mixed_procedure  # noqa: E402
+from bnmem.attack.coverage_matched import FIGURES  # noqa: E402
 
 FINGERPRINT = "b32f3e949a451feb"  # the plan's: coverage._fingerprint of its command
+# the planned studies, by fingerprint: seed 43 (coverage_matched32_plan.md) and the same
+# command on seed 44 (coverage_mem32_plan.md)
+SEEDS = {FINGERPRINT: 43, "4cc3489d47854aeb": 44}
+PLANS = {43: "coverage_matched32_plan.md", 44: "coverage_mem32_plan.md"}
 RUNS, TRUTH_RUNS, PAIRS = 500, 1000, 32
 PROCEDURES = ("mixed", "twoway")
 BAND = (0.93, 0.97)  # the issue's target for a nominal 95 % interval
@@ -33,15 +40,15 @@ LOPSIDED = 0.04  # a tail (nominal 0.025) above this is reported whatever the wo
 NAMES = [f for f, _, _ in FIGURES]
 
 
-def load(store: Path) -> tuple[np.ndarray, list[dict]]:
+def load(store: Path) -> tuple[np.ndarray, list[dict], int]:
     """(truth [F]: the mean of the truth rows, nan where a figure never exists; the runs'
-    {procedure: [2, F] (lo, hi)} in run order), after the plan's checks (SystemExit with
-    one line)."""
+    {procedure: [2, F] (lo, hi)} in run order; the study's seed), after the plan's checks
+    (SystemExit with one line)."""
     rows = jsonl.lines(store)
     head = rows[0] if rows else None
-    if not head or head.get("study") != FINGERPRINT:
-        raise SystemExit(f"{store}: its units are study {(head or {}).get('study')}, not the "
-                         f"planned {FINGERPRINT}; no word is read")
+    if not head or head.get("study") not in SEEDS:
+        raise SystemExit(f"{store}: its units are study {(head or {}).get('study')}, not a "
+                         f"planned one ({', '.join(SEEDS)}); no word is read")
     truth, runs = {}, {}
     for r in rows[1:]:
         if r is None:
@@ -53,11 +60,11 @@ def load(store: Path) -> tuple[np.ndarray, list[dict]]:
     with np.errstate(invalid="ignore"):
         t = np.nanmean(np.array([truth[i] for i in range(TRUTH_RUNS)], float), axis=0)
     done = [{p: np.array(runs[i][p], float) for p in PROCEDURES} for i in range(RUNS)]
-    shapes = {d[p].shape for d in done for p in PROCEDURES} | {t.shape[:0] + (2, t.size)}
+    shapes = {d[p].shape for d in done for p in PROCEDURES} | {(2, t.size)}
     if shapes != {(2, len(NAMES))}:  # the figures the store's code computed are not FIGURES'
         raise SystemExit(f"{store}: its runs' intervals have shapes {sorted(shapes)}, not "
                          f"(2, {len(NAMES)}) (coverage_matched.FIGURES); no word is read")
-    return t, done
+    return t, done, SEEDS[head["study"]]
 
 
 MIN_RUNS = 450  # runs with a finite interval a figure needs for a word (the addendum)
@@ -77,13 +84,40 @@ def word(row: dict, truth: float = 0.0) -> str:
 
 
 def read(store: Path) -> dict:
-    """{"truth": {figure: t}, "table": tabulate's {procedure: {figure: row}}, "words":
-    {figure: word}, "rules": {figure: mixed's rule at 32 pairs}}."""
-    truth, done = load(store)
+    """{"seed", "truth": {figure: t}, "table": tabulate's {procedure: {figure: row}},
+    "words": {figure: word}, "rules": {figure: mixed's rule at 32 pairs in the study's code,
+    RULES_RUN}, "twoway_words": {figure: twoway's word}}."""
+    truth, done, seed = load(store)
     table = tabulate(done, truth, NAMES, PROCEDURES)
-    return {"truth": dict(zip(NAMES, map(float, truth))), "table": table,
+    return {"seed": seed, "truth": dict(zip(NAMES, map(float, truth))), "table": table,
             "words": {f: word(table["mixed"][f], t) for f, t in zip(NAMES, truth)},
-            "rules": {f: mixed_procedure(PLAN_NAME[f], PAIRS) for f in NAMES}}
+            "twoway_words": {f: word(table["twoway"][f], t) for f, t in zip(NAMES, truth)},
+            "rules": dict(RULES_RUN)}
+
+
+# `mixed`'s rule per figure at 32 pairs in the code both studies ran (1753285 and before:
+# jacksum for memorization, both_sqrt for TPR), which is what their `mixed` column holds
+RULES_RUN = {"auc_matched": "jacksum", "auc_overlap": "both", "fz_flipped_matched": "jacksum",
+             "tpr_low_matched": "both_sqrt", "fz_flipped_overlap": "jacksum",
+             "fz_ood_matched": "jacksum", "auc_fit": "jacksum", "auc_fit_overlap": "both",
+             "fz_flipped_fit": "jacksum", "fz_ood_fit": "jacksum"}
+MEM = [f for f in NAMES if f.startswith("fz")]
+FLOOR = 0.92  # the coverage_mem32 plan's hard floor per memorization cell
+
+
+def confirm(res: dict) -> dict:
+    """The coverage_mem32 plan's confirmation of `twoway` for the memorization cells:
+    {"family": families_out of twoway's memorization words, "below_floor": cells under
+    FLOOR, "lopsided": lopsided cells, "no_word": cells without a word, "confirmed"}."""
+    words = {f: res["twoway_words"][f] for f in MEM}
+    cov = {f: res["table"]["twoway"][f]["coverage"] for f in MEM}
+    out = {"family": families_out(words),
+           "below_floor": [f for f in MEM if cov[f] is not None and cov[f] < FLOOR],
+           "lopsided": [f for f in MEM if words[f].endswith("lopsided")],
+           "no_word": [f for f in MEM if words[f].startswith("no word")]}
+    out["confirmed"] = not (out["family"] or out["below_floor"] or len(out["lopsided"]) >= 2
+                            or out["no_word"])
+    return out
 
 
 def families_out(words: dict) -> list[str]:
@@ -106,9 +140,15 @@ def _cell(row: dict) -> str:
             f"{row['miss_below']:.3f}, {row['miss_above']:.3f} ({row['runs']})")
 
 
+def _span(xs: list, digits: int) -> str:
+    xs = [x for x in xs if x is not None]
+    return f"{min(xs):.{digits}f}-{max(xs):.{digits}f}" if xs else "n/a"
+
+
 def markdown(store: Path, res: dict) -> str:
-    md = [f"# The full-scale run's matched reads at 32 pairs, 20 draws: seed 43 "
-          f"([plan](coverage_matched32_plan.md))", "",
+    seed = res["seed"]
+    md = [f"# The full-scale run's matched reads at 32 pairs, 20 draws: seed {seed} "
+          f"([plan]({PLANS[seed]}))", "",
           f"`python bench/coverage_matched32.py {store}`: {RUNS} simulated runs of the matched "
           "simulator (64 shadow models per arm and endpoint, 3 200 samples, 5 % flipped, 1 % OOD, "
           "arm ρ 0.3, endpoints' ρ 0.3), the truth the mean point over "
@@ -130,6 +170,27 @@ def markdown(store: Path, res: dict) -> str:
            f"The TPR cell (`tpr_low_matched`, `both_sqrt`): **{res['words']['tpr_low_matched']}**. "
            "Families with two or more cells out of band in one direction (the addendum's "
            "rule): " + (", ".join(families_out(res["words"])) or "none") + "."]
+    if seed == 44:  # the coverage_mem32 plan's reading
+        c = confirm(res)
+        two = [res["table"]["twoway"][f] for f in MEM]
+        jack = [res["table"]["mixed"][f] for f in MEM]
+        ratio = [t["mean_width"] / j["mean_width"] for t, j in zip(two, jack)
+                 if t["mean_width"] and j["mean_width"]]
+        md += ["", "## The coverage_mem32 plan's confirmation: `twoway` for the memorization "
+               "cells", "",
+               "| cell | `twoway` | word |", "|---|---|---|"]
+        md += [f"| {f} | {_cell(res['table']['twoway'][f])} | **{res['twoway_words'][f]}** |"
+               for f in MEM]
+        md += ["", f"1. families out of band in one direction: {', '.join(c['family']) or 'none'}; "
+               f"2. cells below {FLOOR}: {', '.join(c['below_floor']) or 'none'}; "
+               f"3. lopsided cells: {', '.join(c['lopsided']) or 'none'} (two or more fail)"
+               + (f"; cells without a word: {', '.join(c['no_word'])}" if c["no_word"] else "")
+               + ".", "",
+               f"`twoway` over the five cells: coverage {_span([t['coverage'] for t in two], 3)}, "
+               f"width {_span(ratio, 2)} times jacksum's.", "",
+               "**" + ("Confirmed" if c["confirmed"] else "Not confirmed") + "**: "
+               + ("`twoway` is adopted for these reads at 32 pairs or more (the plan's rule)."
+                  if c["confirmed"] else "jacksum stays; the over-coverage stays an open defect.")]
     return "\n".join(md) + "\n"
 
 

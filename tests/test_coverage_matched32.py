@@ -20,7 +20,7 @@ def _store(path, study, truths, runs, width=len(C.NAMES)):
 
 def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
     for store, says in ((_store(tmp_path / "other.jsonl", "0" * 16, C.TRUTH_RUNS, C.RUNS),
-                         "not the planned b32f3e949a451feb"),
+                         "not a planned one (b32f3e949a451feb, 4cc3489d47854aeb)"),
                         (_store(tmp_path / "part.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS - 1),
                          "the study is unfinished"),
                         (_store(tmp_path / "figs.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS,
@@ -54,6 +54,73 @@ def test_a_finished_store_of_the_planned_shape_reads(tmp_path):
     assert set(res["words"].values()) == {"over-covers"}
     assert res["rules"]["tpr_low_matched"] == "both_sqrt"
     assert res["rules"]["auc_matched"] == "jacksum" and res["rules"]["auc_overlap"] == "both"
+
+
+def test_the_rules_the_studies_ran_are_todays_at_32_pairs():
+    """`mixed`'s column holds the rules of the code the studies ran (RULES_RUN); today's
+    rules at 32 pairs are those."""
+    from bnmem.attack.coverage_matched import PLAN_NAME
+    from bnmem.attack.intervals import mixed_procedure
+    assert {f: mixed_procedure(PLAN_NAME[f], C.PAIRS) for f in C.NAMES} == C.RULES_RUN
+
+
+SEED44 = "4cc3489d47854aeb"
+
+
+def _runs_store(path, study, misses):
+    """A finished store whose truth is 0 everywhere and whose intervals cover it except,
+    per figure of `misses` {figure: (below, above)}, that many runs of `twoway` lying
+    wholly below / above it; `mixed` covers everywhere."""
+    lines = [{"study": study}]
+    lines += [{"kind": "truth", "i": i, "value": [0.0] * len(C.NAMES)} for i in range(C.TRUTH_RUNS)]
+    for i in range(C.RUNS):
+        lo, hi = [-1.0] * len(C.NAMES), [1.0] * len(C.NAMES)
+        for j, f in enumerate(C.NAMES):
+            below, above = misses.get(f, (0, 0))
+            if i < below:
+                lo[j], hi[j] = -2.0, -1.0
+            elif i < below + above:
+                lo[j], hi[j] = 1.0, 2.0
+        lines.append({"kind": "run", "i": i, "value": {"mixed": [[-1.0] * len(C.NAMES),
+                                                                [1.0] * len(C.NAMES)],
+                                                      "twoway": [lo, hi]}})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_the_seed44_confirmation_follows_its_three_conditions(tmp_path):
+    mem = [f for f in C.NAMES if f.startswith("fz")]
+    assert mem == C.MEM and len(mem) == 5
+
+    def reading(misses):
+        res = C.read(_runs_store(tmp_path / "s.jsonl", SEED44, misses))
+        assert res["seed"] == 44
+        return C.confirm(res), C.markdown("s.jsonl", res)
+
+    ok = dict.fromkeys(mem, (12, 13))  # 0.950, tails 0.024 / 0.026
+    c, md = reading(ok)
+    assert c["confirmed"] and "**Confirmed**" in md and "coverage_mem32_plan.md" in md
+    # one cell out of band (0.926) is chance: still confirmed; two in one direction fail
+    c, _ = reading({**ok, mem[0]: (18, 19)})
+    assert c["confirmed"] and c["family"] == []
+    c, md = reading({**ok, mem[0]: (18, 19), mem[3]: (19, 18)})
+    assert not c["confirmed"] and c["family"] == ["memorization under-covers"]
+    assert "**Not confirmed**" in md
+    c, _ = reading({**ok, mem[0]: (5, 5), mem[3]: (5, 6)})  # both over-cover: fail too
+    assert not c["confirmed"] and c["family"] == ["memorization over-covers"]
+    # one cell below the floor fails alone (0.918 < 0.92); 0.920 does not
+    c, _ = reading({**ok, mem[2]: (20, 21)})
+    assert not c["confirmed"] and c["below_floor"] == [mem[2]]
+    c, _ = reading({**ok, mem[2]: (20, 20)})
+    assert c["confirmed"]
+    # lopsided: one cell is chance, two fail (21 runs below: 0.042 > 0.04)
+    c, _ = reading({**ok, mem[1]: (21, 0)})
+    assert c["confirmed"] and c["lopsided"] == [mem[1]]
+    c, _ = reading({**ok, mem[1]: (21, 0), mem[4]: (0, 21)})
+    assert not c["confirmed"] and c["lopsided"] == [mem[1], mem[4]]
+    # the AUC and TPR cells decide nothing
+    c, _ = reading({**ok, "auc_matched": (30, 30), "tpr_low_matched": (40, 0)})
+    assert c["confirmed"]
 
 
 def test_the_family_rule_needs_two_cells_of_one_family_and_direction():
