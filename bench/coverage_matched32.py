@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import jsonl  # noqa: E402  (bench/jsonl.py)
-from bnmem.attack.coverage import tabulate  # noqa: E402
+from bnmem.attack.coverage import read_store, tabulate  # noqa: E402
 from bnmem.attack.coverage_matched import FIGURES  # noqa: E402
 
 FINGERPRINT = "b32f3e949a451feb"  # the plan's: coverage._fingerprint of its command
@@ -44,27 +43,27 @@ def load(store: Path) -> tuple[np.ndarray, list[dict], int]:
     """(truth [F]: the mean of the truth rows, nan where a figure never exists; the runs'
     {procedure: [2, F] (lo, hi)} in run order; the study's seed), after the plan's checks
     (SystemExit with one line)."""
-    rows = jsonl.lines(store)
-    head = rows[0] if rows else None
-    if not head or head.get("study") not in SEEDS:
-        raise SystemExit(f"{store}: its units are study {(head or {}).get('study')}, not a "
+    study, units = read_store(store)
+    if study not in SEEDS:
+        raise SystemExit(f"{store}: its units are study {study}, not a "
                          f"planned one ({', '.join(SEEDS)}); no word is read")
-    truth, runs = {}, {}
-    for r in rows[1:]:
-        if r is None:
-            continue
-        (truth if r["kind"] == "truth" else runs)[r["i"]] = r["value"]
+    truth = {i: v for (kind, i), v in units.items() if kind == "truth"}
+    runs = {i: v for (kind, i), v in units.items() if kind == "run"}
     if sorted(truth) != list(range(TRUTH_RUNS)) or sorted(runs) != list(range(RUNS)):
         raise SystemExit(f"{store}: {len(truth)} of {TRUTH_RUNS} truth rows and {len(runs)} of "
                          f"{RUNS} runs; the study is unfinished: resume it, no word is read")
-    with np.errstate(invalid="ignore"):
+    if any(set(runs[i]) < set(PROCEDURES) for i in range(RUNS)):
+        raise SystemExit(f"{store}: a run lacks one of the procedures {', '.join(PROCEDURES)}; "
+                         "no word is read")
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a figure nan in every truth row
         t = np.nanmean(np.array([truth[i] for i in range(TRUTH_RUNS)], float), axis=0)
-    done = [{p: np.array(runs[i][p], float) for p in PROCEDURES} for i in range(RUNS)]
+    done = [{p: runs[i][p] for p in PROCEDURES} for i in range(RUNS)]
     shapes = {d[p].shape for d in done for p in PROCEDURES} | {(2, t.size)}
     if shapes != {(2, len(NAMES))}:  # the figures the store's code computed are not FIGURES'
         raise SystemExit(f"{store}: its runs' intervals have shapes {sorted(shapes)}, not "
                          f"(2, {len(NAMES)}) (coverage_matched.FIGURES); no word is read")
-    return t, done, SEEDS[head["study"]]
+    return t, done, SEEDS[study]
 
 
 MIN_RUNS = 450  # runs with a finite interval a figure needs for a word (the addendum)

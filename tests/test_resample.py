@@ -274,6 +274,19 @@ def test_a_stored_study_resumes_to_the_uninterrupted_result(tmp_path):
     assert sorted((u["kind"], u["i"]) for u in units) == sorted(
         [("truth", i) for i in range(6)] + [("run", i) for i in range(5)])
     assert not same(again, coverage_table(5, **{**kw, "seed": 5}))  # the check can fail
+    # read_store (the readouts' reader) gives the same units, the cut line skipped
+    from bnmem.attack.coverage import read_store
+    study, have = read_store(store)
+    assert study == json.loads(lines[0])["study"]
+    assert sorted(have) == sorted([("truth", i) for i in range(6)] + [("run", i) for i in range(5)])
+    for u in units:
+        got = have[u["kind"], u["i"]]
+        want = u["value"] if u["kind"] == "truth" else u["value"]["both"]
+        got = got if u["kind"] == "truth" else got["both"]
+        assert np.array_equal(got, np.array(want, float), equal_nan=True)
+    cut = tmp_path / "cut.jsonl"  # a store whose first line a kill cut: no study, no unit
+    cut.write_text('{"stu')
+    assert read_store(cut) == (None, {})
     with pytest.raises(ValueError, match="another study"):
         coverage_table(5, store=store, **{**kw, "seed": 4})
 

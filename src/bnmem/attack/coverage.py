@@ -159,6 +159,28 @@ def simulate_all(truth_row, truth_args: list, run, run_args: list, workers: int,
         return np.nanmean(np.array(truth_rows), axis=0), done
 
 
+def read_store(store: Path | str) -> tuple[str | None, dict[tuple[str, int], object]]:
+    """A simulate_all store's study (the fingerprint on its first line; None if it has
+    none) and its finished units {(kind, i): value}, kind "truth" or "run": a truth row as
+    an array (nan where a figure does not exist), a run as {procedure: array}. A line a kill
+    cut short is skipped: that unit is unfinished."""
+    lines = Path(store).read_text().splitlines()
+    try:
+        head = json.loads(lines[0]) if lines else {}
+    except ValueError:
+        head = {}
+    units: dict[tuple[str, int], object] = {}
+    for line in lines[1:]:
+        try:
+            rec = json.loads(line)
+        except ValueError:  # the line a kill cut short: that unit runs again
+            continue
+        value = rec["value"]
+        units[rec["kind"], rec["i"]] = (np.array(value, float) if rec["kind"] == "truth" else
+                                        {k: np.array(v, float) for k, v in value.items()})
+    return (head.get("study") if isinstance(head, dict) else None), units
+
+
 def _unit(job: tuple) -> tuple[str, int, object]:
     kind, i, fn, args = job
     return kind, i, fn(args)
@@ -184,19 +206,10 @@ def _stored(truth_row, truth_args: list, run, run_args: list, workers: int, stor
         if text and not text.endswith("\n"):  # a kill cut the last line: end it, so the
             with open(store, "a") as f:       # next unit starts a line of its own
                 f.write("\n")
-        lines = text.splitlines()
-        head = json.loads(lines[0]) if lines else {}
-        if head.get("study") != key:
-            raise ValueError(f"{store}: holds another study's units ({head.get('study')}); "
+        study, have = read_store(store)
+        if study != key:
+            raise ValueError(f"{store}: holds another study's units ({study}); "
                              f"this one is {key}: give another --store")
-        for line in lines[1:]:
-            try:
-                rec = json.loads(line)
-            except ValueError:  # the line a kill cut short: that unit runs again
-                continue
-            value = rec["value"]
-            have[rec["kind"], rec["i"]] = (np.array(value, float) if rec["kind"] == "truth" else
-                                           {k: np.array(v, float) for k, v in value.items()})
     else:
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps({"study": key}) + "\n")
