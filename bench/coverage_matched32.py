@@ -119,7 +119,8 @@ def confirm(res: dict) -> dict:
     out["mean"] = (float(np.mean([cov[f] for f in MEM]))
                    if all(cov[f] is not None for f in MEM) else None)
     out["confirmed"] = not (out["family"] or out["below_floor"] or len(out["lopsided"]) >= 2
-                            or out["no_word"] or out["mean"] is None or out["mean"] < MEAN_MIN)
+                            or out["no_word"] or out["mean"] is None
+                            or out["mean"] < MEAN_MIN - 1e-12)  # 5 x 470/500 is 0.94
     return out
 
 
