@@ -162,3 +162,55 @@ def test_the_outcome_follows_from_the_committed_store():
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "**0.944**, tails 0.026 below and 0.030 above" in readme
     assert "0.974–0.996" in readme and "0.940–0.954 at 0.86–0.96 times" in readme
+
+
+def test_the_seed44_outcome_follows_from_the_committed_store():
+    """The coverage_mem32 plan's confirmation, read from its committed store: the readout
+    regenerates byte for byte, `twoway` is not confirmed for memorization (it fails four of
+    the five conditions), and the figures README and the plan's outcome quote are the
+    store's."""
+    store = ROOT / "results" / "coverage_matched32_seed44.jsonl"
+    res = C.read(store)
+    assert res["seed"] == 44
+    md = C.markdown("results/coverage_matched32_seed44.jsonl", res)
+    assert md == (ROOT / "bench" / "results" / "coverage_matched32_seed44.md").read_text()
+    c = C.confirm(res)
+    assert not c["confirmed"]
+    assert c["family"] == ["memorization under-covers"] and c["below_floor"] == ["fz_flipped_fit"]
+    assert c["lopsided"] == ["fz_flipped_overlap", "fz_flipped_fit"] and c["no_word"] == []
+    assert round(c["mean"], 3) == 0.938
+    t = res["table"]
+    two = {f: round(t["twoway"][f]["coverage"], 3) for f in C.MEM}
+    assert (min(two.values()), max(two.values())) == (0.920, 0.956)
+    jack = [round(t["mixed"][f]["coverage"], 3) for f in C.MEM]
+    assert (min(jack), max(jack)) == (0.970, 0.992)
+    assert C.families_out(res["words"]) == ["memorization over-covers"]
+    assert round(t["mixed"]["tpr_low_matched"]["coverage"], 3) == 0.962
+    assert res["words"]["auc_fit"] == "over-covers"  # 0.974: one AUC cell, as chance allows
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "0.920–0.956" in readme and "**not confirmed**" in readme
+
+
+def test_the_full_scale_memorization_cells_read_under_twoway():
+    """bench/mem32_fullscale.py: the committed full-scale run (32 pairs, under jacksum) has
+    15 records of the five cells; `twoway` from their recorded SDs is 0.72-1.31 times their
+    width (the figure the plan's addendum quotes) and the readout regenerates byte for byte;
+    a run whose records keep no design SDs is refused in one line."""
+    M = load_script("bench/mem32_fullscale.py")
+    assert sorted(M.CELLS) == sorted(["fz_flipped/heldout@common", "fz_flipped/heldout@overlap",
+                                      "fz_ood/heldout@common", "fz_flipped/fit@common",
+                                      "fz_ood/fit@common"])
+    m = json.loads((ROOT / "results/fullscale/results/membership.json").read_text())
+    rs = M.rows(m)
+    assert len(rs) == 15 and {r["rule"] for r in rs} == {"jacksum"}
+    assert all(r["twoway"][0] < r["value"] < r["twoway"][1] for r in rs)
+    w = [r["width_ratio"] for r in rs]
+    assert (round(min(w), 2), round(max(w), 2), sum(x > 1 for x in w)) == (0.72, 1.31, 10)
+    assert sum(r["floored"] for r in rs) == 1
+    assert (M.markdown(rs, "results/fullscale/results/membership.json")
+            == (ROOT / "bench/results/mem32_fullscale.md").read_text())
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "mem32_fullscale.py"),
+                          "results/memreg/results/membership.json"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "keeps its design SDs" in res.stderr
