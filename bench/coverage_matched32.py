@@ -88,7 +88,11 @@ def read(store: Path) -> dict:
     RULES_RUN}, "twoway_words": {figure: twoway's word}}."""
     truth, done, seed = load(store)
     table = tabulate(done, truth, NAMES, PROCEDURES)
+    width = {p: np.array([d[p][1] - d[p][0] for d in done]) for p in PROCEDURES}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = width["twoway"] / width["mixed"]  # [runs, F]: each run's twoway / mixed width
     return {"seed": seed, "truth": dict(zip(NAMES, map(float, truth))), "table": table,
+            "run_ratio": {f: ratio[:, i] for i, f in enumerate(NAMES)},
             "words": {f: word(table["mixed"][f], t) for f, t in zip(NAMES, truth)},
             "twoway_words": {f: word(table["twoway"][f], t) for f, t in zip(NAMES, truth)},
             "rules": dict(RULES_RUN)}
@@ -144,6 +148,16 @@ def _cell(row: dict) -> str:
             f"{row['miss_below']:.3f}, {row['miss_above']:.3f} ({row['runs']})")
 
 
+def _run_ratio_text(res: dict) -> str:
+    """How the single runs' `twoway` / jacksum width ratio spreads over the memorization
+    cells (the full-scale run's records are single runs)."""
+    r = np.concatenate([res["run_ratio"][f] for f in MEM])
+    r = r[np.isfinite(r)]
+    p5, p50, p95 = np.percentile(r, [5, 50, 95])
+    return (f"in single runs the ratio is {p50:.2f} at the median, {p5:.2f}-{p95:.2f} between "
+            f"the 5th and 95th percentiles and above 1 in {np.mean(r > 1):.0%} of them")
+
+
 def _span(xs: list, digits: int) -> str:
     xs = [x for x in xs if x is not None]
     return f"{min(xs):.{digits}f}-{max(xs):.{digits}f}" if xs else "n/a"
@@ -192,7 +206,8 @@ def markdown(store: Path, res: dict) -> str:
                "5. mean coverage over the five: "
                + ("n/a" if c["mean"] is None else f"{c['mean']:.3f}") + f" (at least {MEAN_MIN}).", "",
                f"`twoway` over the five cells: coverage {_span([t['coverage'] for t in two], 3)}, "
-               f"width {_span(ratio, 2)} times jacksum's.", "",
+               f"width {_span(ratio, 2)} times jacksum's (mean widths); " + _run_ratio_text(res)
+               + ".", "",
                "**" + ("Confirmed" if c["confirmed"] else "Not confirmed") + "**: "
                + ("`twoway` is adopted for these five reads from 32 pairs and 20 draws "
                   "(the plan's rule as its addendum narrowed it)."
