@@ -52,7 +52,7 @@ def load(store: Path) -> tuple[np.ndarray, list[dict], int]:
     if sorted(truth) != list(range(TRUTH_RUNS)) or sorted(runs) != list(range(RUNS)):
         raise SystemExit(f"{store}: {len(truth)} of {TRUTH_RUNS} truth rows and {len(runs)} of "
                          f"{RUNS} runs; the study is unfinished: resume it, no word is read")
-    if any(set(runs[i]) < set(PROCEDURES) for i in range(RUNS)):
+    if any(not set(PROCEDURES) <= set(runs[i]) for i in range(RUNS)):
         raise SystemExit(f"{store}: a run lacks one of the procedures {', '.join(PROCEDURES)}; "
                          "no word is read")
     with np.errstate(invalid="ignore"), warnings.catch_warnings():

@@ -9,11 +9,11 @@ from conftest import ROOT, load_script
 C = load_script("bench/coverage_matched32.py")
 
 
-def _store(path, study, truths, runs, width=len(C.NAMES)):
+def _store(path, study, truths, runs, width=len(C.NAMES), procedures=C.PROCEDURES):
     lines = [{"study": study}]
     lines += [{"kind": "truth", "i": i, "value": [0.0] * width} for i in range(truths)]
     lines += [{"kind": "run", "i": i, "value": {p: [[-1.0] * width, [1.0] * width]
-                                               for p in C.PROCEDURES}} for i in range(runs)]
+                                               for p in procedures}} for i in range(runs)]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
@@ -24,7 +24,9 @@ def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
                         (_store(tmp_path / "part.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS - 1),
                          "the study is unfinished"),
                         (_store(tmp_path / "figs.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS,
-                                width=len(C.NAMES) - 1), "not (2, 10)")):
+                                width=len(C.NAMES) - 1), "not (2, 10)"),
+                        (_store(tmp_path / "procs.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS,
+                                procedures=("mixed", "both")), "lacks one of the procedures")):
         res = subprocess.run([sys.executable, str(ROOT / "bench" / "coverage_matched32.py"),
                               str(store)], capture_output=True, text=True)
         assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
