@@ -1,0 +1,82 @@
+"""How often the coverage_mem32 plan's confirmation passes a rule of known true coverage
+(bench/results/coverage_mem32_plan.md, its addendum): studies of 500 runs simulated by a
+Gaussian copula whose five memorization cells' coverage indicators are correlated as
+`twoway`'s were on seed 43 (results/coverage_matched32_seed43.jsonl), misses split evenly
+between the tails; the plan's first three conditions ("three") and the addendum's five
+("five": also a 0.925 floor and a mean of at least 0.94; every cell has a word here).
+
+    python bench/mem32_passrates.py [--sims 3000] [--md bench/results/mem32_passrates.md]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import norm
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("cm32", ROOT / "bench" / "coverage_matched32.py")
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
+
+# true coverage per cell (C.MEM's order: flipped common, flipped overlap, OOD common,
+# flipped at matched fit, OOD at matched fit)
+LEVELS = [0.95, 0.945, 0.94, 0.935, 0.93, 0.925, [0.92, 0.95, 0.95, 0.95, 0.95],
+          [0.95, 0.95, 0.92, 0.95, 0.92], 0.96, 0.965, 0.97, 0.975]
+
+
+def correlation(store: Path) -> np.ndarray:
+    """The five memorization cells' coverage indicators' correlation under `twoway`."""
+    t, done, _ = C.load(store)
+    idx = [C.NAMES.index(f) for f in C.MEM]
+    lo = np.array([d["twoway"][0] for d in done])[:, idx]
+    hi = np.array([d["twoway"][1] for d in done])[:, idx]
+    return np.corrcoef(((lo <= t[idx]) & (t[idx] <= hi)).astype(float).T)
+
+
+def three(cov, below, above) -> bool:
+    return bool((cov < C.BAND[0]).sum() < 2 and (cov > C.BAND[1]).sum() < 2
+                and not (cov < 0.92).any() and (np.maximum(below, above) > C.LOPSIDED).sum() < 2)
+
+
+def five(cov, below, above) -> bool:
+    return three(cov, below, above) and not (cov < C.FLOOR).any() and cov.mean() >= C.MEAN_MIN
+
+
+def pass_rate(p, rule, chol, rng, sims: int, n: int = C.RUNS) -> float:
+    q = norm.ppf(np.broadcast_to(np.asarray(p, float), (5,)))
+    ok = 0
+    for _ in range(sims):
+        cover = rng.standard_normal((n, 5)) @ chol.T < q
+        u = rng.random((n, 5))
+        miss = ~cover
+        ok += rule(cover.mean(0), (miss & (u < 0.5)).mean(0), (miss & (u >= 0.5)).mean(0))
+    return ok / sims
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sims", type=int, default=3000)
+    ap.add_argument("--md", type=Path, default=None)
+    a = ap.parse_args()
+    r = correlation(ROOT / "results" / "coverage_matched32_seed43.jsonl")
+    chol = np.linalg.cholesky(r + 1e-9 * np.eye(5))
+    rng = np.random.default_rng(1)
+    md = ["# Pass rates of the coverage_mem32 confirmation (`python bench/mem32_passrates.py"
+          f" --sims {a.sims}`)", "",
+          f"{a.sims} simulated studies of {C.RUNS} runs per level (see the script's docstring).",
+          "", "| true coverage per cell | three conditions | five conditions |", "|---|---:|---:|"]
+    for p in LEVELS:
+        md.append(f"| {p} | {pass_rate(p, three, chol, rng, a.sims):.3f} | "
+                  f"{pass_rate(p, five, chol, rng, a.sims):.3f} |")
+    text = "\n".join(md) + "\n"
+    if a.md:
+        a.md.write_text(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
