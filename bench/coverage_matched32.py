@@ -109,22 +109,24 @@ FLOOR = 0.925  # the coverage_mem32 plan's floor per memorization cell (its adde
 MEAN_MIN = 0.94  # ... and the least mean coverage over the five (its addendum)
 
 
-def confirm(res: dict) -> dict:
+def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN) -> dict:
     """The coverage_mem32 plan's confirmation of `twoway` for the memorization cells (the
-    five conditions of its addendum): {"family": families_out of twoway's memorization
-    words, "below_floor": cells under FLOOR, "lopsided": lopsided cells, "no_word": cells
+    five conditions of its addendum; floor 0.92 and no `mean_min`: the plan's first three,
+    with the readout's every-cell-a-word): {"family": families_out of twoway's memorization
+    words, "below_floor": cells under `floor`, "lopsided": lopsided cells, "no_word": cells
     without a word, "mean": the mean coverage over the five, "confirmed"}."""
     words = {f: res["twoway_words"][f] for f in MEM}
     cov = {f: res["table"]["twoway"][f]["coverage"] for f in MEM}
     out = {"family": families_out(words),
-           "below_floor": [f for f in MEM if cov[f] is not None and cov[f] < FLOOR],
+           "below_floor": [f for f in MEM if cov[f] is not None and cov[f] < floor],
            "lopsided": [f for f in MEM if words[f].endswith("lopsided")],
            "no_word": [f for f in MEM if words[f].startswith("no word")]}
     out["mean"] = (float(np.mean([cov[f] for f in MEM]))
                    if all(cov[f] is not None for f in MEM) else None)
     out["confirmed"] = not (out["family"] or out["below_floor"] or len(out["lopsided"]) >= 2
-                            or out["no_word"] or out["mean"] is None
-                            or out["mean"] < MEAN_MIN - 1e-12)  # 5 x 470/500 is 0.94
+                            or out["no_word"] or (mean_min is not None and (
+                                out["mean"] is None
+                                or out["mean"] < mean_min - 1e-12)))  # 5 x 470/500 is 0.94
     return out
 
 

@@ -36,13 +36,22 @@ def correlation(store: Path) -> np.ndarray:
     return np.corrcoef(((lo <= t[idx]) & (t[idx] <= hi)).astype(float).T)
 
 
+def _res(cov, below, above) -> dict:
+    """A simulated study's five memorization cells as the readout's `read` gives them
+    (coverage and tails from every one of its runs), for its `confirm`."""
+    rows = {f: {"coverage": float(c), "miss_below": float(b), "miss_above": float(a),
+                "runs": C.RUNS} for f, c, b, a in zip(C.MEM, cov, below, above)}
+    return {"table": {"twoway": rows}, "twoway_words": {f: C.word(r) for f, r in rows.items()}}
+
+
 def three(cov, below, above) -> bool:
-    return bool((cov < C.BAND[0]).sum() < 2 and (cov > C.BAND[1]).sum() < 2
-                and not (cov < 0.92).any() and (np.maximum(below, above) > C.LOPSIDED).sum() < 2)
+    """The plan's first three conditions (its 0.92 floor, no mean), by the readout's rule."""
+    return C.confirm(_res(cov, below, above), floor=0.92, mean_min=None)["confirmed"]
 
 
 def five(cov, below, above) -> bool:
-    return three(cov, below, above) and not (cov < C.FLOOR).any() and cov.mean() >= C.MEAN_MIN
+    """The addendum's five conditions: the readout's `confirm` itself."""
+    return C.confirm(_res(cov, below, above))["confirmed"]
 
 
 def pass_rate(p, rule, chol, rng, sims: int, n: int = C.RUNS) -> float:
