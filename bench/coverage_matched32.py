@@ -2,12 +2,17 @@
 full-scale run's matched reads at 32 pairs and 20 draws, on the matched simulator's fresh
 seed 43; a word per figure from `mixed`'s coverage against 0.93-0.97, `twoway` beside.
 The same study on seed 44 is the coverage_mem32 plan's confirmation
-(bench/results/coverage_mem32_plan.md) of `twoway` for the memorization cells.
+(bench/results/coverage_mem32_plan.md) of `twoway` for the memorization cells, and on seed
+45 the coverage_mem32_split plan's (bench/results/coverage_mem32_split_plan.md) of a rule
+split by sample kind: `twoway` for the OOD cells, `jacktwo` (the mean of jacksum's and
+`twoway`'s variances) for the flipped ones, read from the two stored intervals.
 
     python bench/coverage_matched32.py results/coverage_matched32_seed43.jsonl \
         [--md bench/results/coverage_matched32_seed43.md]
     python bench/coverage_matched32.py results/coverage_matched32_seed44.jsonl \
         [--md bench/results/coverage_matched32_seed44.md]
+    python bench/coverage_matched32.py results/coverage_matched32_seed45.jsonl \
+        [--md bench/results/coverage_matched32_seed45.md]
 
 The store is bench/bench_coverage_matched.py's (bnmem.attack.coverage.simulate_all): a
 first line naming the study's fingerprint, then one line per truth row and per run. A
@@ -30,8 +35,9 @@ from bnmem.attack.coverage_matched import FIGURES  # noqa: E402
 FINGERPRINT = "b32f3e949a451feb"  # the plan's: coverage._fingerprint of its command
 # the planned studies, by fingerprint: seed 43 (coverage_matched32_plan.md) and the same
 # command on seed 44 (coverage_mem32_plan.md)
-SEEDS = {FINGERPRINT: 43, "4cc3489d47854aeb": 44}
-PLANS = {43: "coverage_matched32_plan.md", 44: "coverage_mem32_plan.md"}
+SEEDS = {FINGERPRINT: 43, "4cc3489d47854aeb": 44, "74d23efc7cf57380": 45}
+PLANS = {43: "coverage_matched32_plan.md", 44: "coverage_mem32_plan.md",
+         45: "coverage_mem32_split_plan.md"}
 RUNS, TRUTH_RUNS, PAIRS = 500, 1000, 32
 PROCEDURES = ("mixed", "twoway")
 BAND = (0.93, 0.97)  # the issue's target for a nominal 95 % interval
@@ -82,12 +88,43 @@ def word(row: dict, truth: float = 0.0) -> str:
     return w
 
 
+# the coverage_mem32_split plan's rule per memorization cell: `twoway` for OOD samples,
+# `jacktwo` (the mean of jacksum's and twoway's variances, 1.96) for flipped ones
+SPLIT = {"fz_flipped_matched": "jacktwo", "fz_flipped_overlap": "jacktwo",
+         "fz_ood_matched": "twoway", "fz_flipped_fit": "jacktwo", "fz_ood_fit": "twoway"}
+CENTRE_TOL = 1e-9  # jacksum's and twoway's intervals of a memorization cell share the point
+
+
+def split_intervals(run: dict) -> np.ndarray:
+    """[2, F] (lo, hi) of the split rule in one run (nan outside the memorization cells and
+    where either stored interval is missing): `twoway`'s own for an OOD cell; for a flipped
+    one point +- sqrt((h_j^2 + h_t^2) / 2) from jacksum's (`mixed`'s) and `twoway`'s
+    half-widths, which is point +- 1.96 sqrt((V_jacksum + V_twoway) / 2) exactly because
+    both are point +- 1.96 sd (SystemExit in one line if their centres differ)."""
+    jack, two = np.asarray(run["mixed"], float), np.asarray(run["twoway"], float)
+    out = np.full_like(jack, np.nan)
+    for f, rule in SPLIT.items():
+        j = NAMES.index(f)
+        if rule == "twoway":
+            out[:, j] = two[:, j]
+            continue
+        cj, ct = jack[:, j].mean(), two[:, j].mean()
+        if abs(cj - ct) > CENTRE_TOL:
+            raise SystemExit(f"{f}: jacksum's and twoway's intervals are centred {cj!r} and "
+                             f"{ct!r}, not on one point; jacktwo cannot be read from them")
+        h = np.sqrt(((jack[1, j] - jack[0, j]) ** 2 + (two[1, j] - two[0, j]) ** 2) / 2) / 2
+        out[:, j] = (cj - h, cj + h)
+    return out
+
+
 def read(store: Path) -> dict:
-    """{"seed", "truth": {figure: t}, "table": tabulate's {procedure: {figure: row}},
-    "words": {figure: word}, "rules": {figure: mixed's rule at 32 pairs in the study's code,
-    RULES_RUN}, "twoway_words": {figure: twoway's word}}."""
+    """{"seed", "truth": {figure: t}, "table": tabulate's {procedure: {figure: row}} (with
+    "split", the split rule's, for the memorization cells), "words": {figure: word},
+    "rules": {figure: mixed's rule at 32 pairs in the study's code, RULES_RUN},
+    "twoway_words" / "split_words": {figure: twoway's / the split rule's word}}."""
     truth, done, seed = load(store)
-    table = tabulate(done, truth, NAMES, PROCEDURES)
+    done = [{**d, "split": split_intervals(d)} for d in done]
+    table = tabulate(done, truth, NAMES, PROCEDURES + ("split",))
     width = {p: np.array([d[p][1] - d[p][0] for d in done]) for p in PROCEDURES}
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = width["twoway"] / width["mixed"]  # [runs, F]: each run's twoway / mixed width
@@ -95,6 +132,7 @@ def read(store: Path) -> dict:
             "run_ratio": {f: ratio[:, i] for i, f in enumerate(NAMES)},
             "words": {f: word(table["mixed"][f], t) for f, t in zip(NAMES, truth)},
             "twoway_words": {f: word(table["twoway"][f], t) for f, t in zip(NAMES, truth)},
+            "split_words": {f: word(table["split"][f], truth[NAMES.index(f)]) for f in MEM},
             "rules": dict(RULES_RUN)}
 
 
@@ -109,14 +147,16 @@ FLOOR = 0.925  # the coverage_mem32 plan's floor per memorization cell (its adde
 MEAN_MIN = 0.94  # ... and the least mean coverage over the five (its addendum)
 
 
-def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN) -> dict:
+def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN,
+            column: str = "twoway") -> dict:
     """The coverage_mem32 plan's confirmation of `twoway` for the memorization cells (the
     five conditions of its addendum; floor 0.92 and no `mean_min`: the plan's first three,
-    with the readout's every-cell-a-word): {"family": families_out of twoway's memorization
-    words, "below_floor": cells under `floor`, "lopsided": lopsided cells, "no_word": cells
-    without a word, "mean": the mean coverage over the five, "confirmed"}."""
-    words = {f: res["twoway_words"][f] for f in MEM}
-    cov = {f: res["table"]["twoway"][f]["coverage"] for f in MEM}
+    with the readout's every-cell-a-word), or with column "split" the coverage_mem32_split
+    plan's of the split rule (the same five): {"family": families_out of the column's
+    memorization words, "below_floor": cells under `floor`, "lopsided": lopsided cells,
+    "no_word": cells without a word, "mean": the mean coverage over the five, "confirmed"}."""
+    words = {f: res[f"{column}_words"][f] for f in MEM}
+    cov = {f: res["table"][column][f]["coverage"] for f in MEM}
     out = {"family": families_out(words),
            "below_floor": [f for f in MEM if cov[f] is not None and cov[f] < floor],
            "lopsided": [f for f in MEM if words[f].endswith("lopsided")],
@@ -214,7 +254,45 @@ def markdown(store: Path, res: dict) -> str:
                + ("`twoway` is adopted for these five reads from 32 pairs and 20 draws "
                   "(the plan's rule as its addendum narrowed it)."
                   if c["confirmed"] else "jacksum stays; the over-coverage stays an open defect.")]
+    md += _split_md(res)
     return "\n".join(md) + "\n"
+
+
+def _split_md(res: dict) -> list[str]:
+    """The split rule's section: seed 45's confirmation (the coverage_mem32_split plan), or
+    on seeds 43 and 44, where the rule was chosen, the same reading post hoc."""
+    seed, c = res["seed"], confirm(res, column="split")
+    planned = seed == 45
+    jack = [res["table"]["mixed"][f] for f in MEM]
+    split = [res["table"]["split"][f] for f in MEM]
+    ratio = [x["mean_width"] / j["mean_width"] for x, j in zip(split, jack)
+             if x["mean_width"] and j["mean_width"]]
+    md = ["", ("## The coverage_mem32_split plan's confirmation: the split rule for the "
+               "memorization cells" if planned else
+               "## Post hoc: the split rule (chosen on seeds 43 and 44; "
+               "[its plan](coverage_mem32_split_plan.md) reads seed 45)"), "",
+          "`twoway` for the OOD cells, `jacktwo` (the mean of jacksum's and `twoway`'s "
+          "variances, 1.96) for the flipped ones.", "",
+          "| cell | rule | split rule | word |", "|---|---|---|---|"]
+    md += [f"| {f} | `{SPLIT[f]}` | {_cell(res['table']['split'][f])} | "
+           f"**{res['split_words'][f]}** |" for f in MEM]
+    md += ["", f"1. families out of band in one direction: {', '.join(c['family']) or 'none'}; "
+           f"2. cells below {FLOOR}: {', '.join(c['below_floor']) or 'none'}; "
+           f"3. lopsided cells: {', '.join(c['lopsided']) or 'none'} (two or more fail); "
+           f"4. cells without a word: {', '.join(c['no_word']) or 'none'}; "
+           "5. mean coverage over the five: "
+           + ("n/a" if c["mean"] is None else f"{c['mean']:.3f}") + f" (at least {MEAN_MIN}).", "",
+           f"The split rule over the five cells: coverage {_span([x['coverage'] for x in split], 3)}, "
+           f"width {_span(ratio, 2)} times jacksum's (mean widths).", ""]
+    if planned:
+        md.append("**" + ("Confirmed" if c["confirmed"] else "Not confirmed") + "**: "
+                  + ("the split rule is adopted for these five reads from 32 pairs and 20 draws."
+                     if c["confirmed"] else
+                     "jacksum stays; the over-coverage stays an open defect."))
+    else:
+        md.append("The five conditions " + ("hold" if c["confirmed"] else "do not hold")
+                  + " here; this seed chose the rule, so it decides nothing.")
+    return md
 
 
 def main() -> None:

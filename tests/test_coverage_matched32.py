@@ -22,7 +22,7 @@ def _store(path, study, truths, runs, width=len(C.NAMES), procedures=C.PROCEDURE
 
 def test_another_or_unfinished_study_is_refused_in_one_line(tmp_path):
     for store, says in ((_store(tmp_path / "other.jsonl", "0" * 16, C.TRUTH_RUNS, C.RUNS),
-                         "not a planned one (b32f3e949a451feb, 4cc3489d47854aeb)"),
+                         "not a planned one (b32f3e949a451feb, 4cc3489d47854aeb, 74d23efc7cf57380)"),
                         (_store(tmp_path / "part.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS - 1),
                          "the study is unfinished"),
                         (_store(tmp_path / "figs.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS,
@@ -71,11 +71,13 @@ def test_the_rules_the_studies_ran_are_todays_at_32_pairs():
 SEED44 = "4cc3489d47854aeb"
 
 
-def _runs_store(path, study, misses, no_interval=()):
+def _runs_store(path, study, misses, no_interval=(), same=True):
     """A finished store whose truth is 0 everywhere and whose intervals cover it except,
     per figure of `misses` {figure: (below, above)}, that many runs of `twoway` lying
-    wholly below / above it; `mixed` covers everywhere. `twoway` has no interval (nan) in
-    the last 51 runs of each figure in `no_interval`."""
+    wholly below / above it. `twoway` has no interval (nan) in the last 51 runs of each
+    figure in `no_interval`. `mixed`'s intervals are `twoway`'s (`same`: both centred on one
+    point, as the simulator's are for memorization, so the split rule's are too), or
+    [-1, 1] everywhere."""
     lines = [{"study": study}]
     lines += [{"kind": "truth", "i": i, "value": [0.0] * len(C.NAMES)} for i in range(C.TRUTH_RUNS)]
     for i in range(C.RUNS):
@@ -88,9 +90,8 @@ def _runs_store(path, study, misses, no_interval=()):
                 lo[j], hi[j] = 1.0, 2.0
             if f in no_interval and i >= C.RUNS - 51:
                 lo[j] = hi[j] = float("nan")
-        lines.append({"kind": "run", "i": i, "value": {"mixed": [[-1.0] * len(C.NAMES),
-                                                                [1.0] * len(C.NAMES)],
-                                                      "twoway": [lo, hi]}})
+        mixed = [lo, hi] if same else [[-1.0] * len(C.NAMES), [1.0] * len(C.NAMES)]
+        lines.append({"kind": "run", "i": i, "value": {"mixed": mixed, "twoway": [lo, hi]}})
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return path
 
@@ -250,3 +251,100 @@ def test_the_confirmations_pass_rates_regenerate():
     assert not P.three(np.array([0.926, .928, .95, .95, .95]), tails, tails)
     assert not P.three(np.array([0.918, .95, .95, .95, .95]), tails, tails)
     assert P.three(np.full(5, 0.938), tails, tails) and not P.five(np.full(5, 0.938), tails, tails)
+
+
+SEED45 = "74d23efc7cf57380"
+
+
+def test_the_split_rules_flipped_interval_is_the_mean_of_the_two_variances():
+    """jacktwo from the stored intervals is point +- 1.96 sqrt((V_jacksum + V_twoway) / 2):
+    checked against IntervalPlan's jacksum and twoway intervals of one set of design
+    variances; an OOD cell takes twoway's interval as it is; intervals not centred on one
+    point are refused in one line."""
+    from bnmem.attack.intervals import IntervalPlan, rule_variance
+    var = {"pairs": 4e-5, "samples": 3e-5, "both": 9e-5, "jackknife": 6e-5}
+    plan = IntervalPlan("jacksum", 32, {})
+    jack = plan.ci_from(0.03, var)
+    two = IntervalPlan("twoway", 32, {}).ci_from(0.03, var)
+    mixed, twoway = np.zeros((2, len(C.NAMES))), np.zeros((2, len(C.NAMES)))
+    mixed[:] = np.array(jack)[:, None]
+    twoway[:] = np.array(two)[:, None]
+    out = C.split_intervals({"mixed": mixed, "twoway": twoway})
+    v = (rule_variance("jacksum", var) + rule_variance("twoway", var)) / 2
+    for f in C.NAMES:
+        j = C.NAMES.index(f)
+        if f not in C.SPLIT:
+            assert np.isnan(out[:, j]).all()
+        elif C.SPLIT[f] == "twoway":
+            assert f.startswith("fz_ood") and tuple(out[:, j]) == two
+        else:
+            assert f.startswith("fz_flipped")
+            assert np.allclose(out[:, j], (0.03 - 1.96 * np.sqrt(v), 0.03 + 1.96 * np.sqrt(v)),
+                               rtol=0, atol=1e-15)
+    assert sorted(C.SPLIT) == sorted(C.MEM)
+    twoway[:, C.NAMES.index("fz_flipped_fit")] += 1e-6  # centres differ
+    try:
+        C.split_intervals({"mixed": mixed, "twoway": twoway})
+    except SystemExit as e:
+        assert "fz_flipped_fit" in str(e) and "\n" not in str(e)
+    else:
+        raise AssertionError("intervals with different centres were read")
+
+
+def test_the_seed45_confirmation_reads_the_split_column(tmp_path):
+    """On seed 45 the confirmation is the split rule's: twoway's misses decide the OOD
+    cells, the flipped cells' intervals come from both columns; seed 44's section is not
+    printed there."""
+    res = C.read(_runs_store(tmp_path / "s.jsonl", SEED45, {}))
+    assert res["seed"] == 45
+    c, md = C.confirm(res, column="split"), C.markdown("s.jsonl", res)
+    assert c["confirmed"] is False and c["family"] == ["memorization over-covers"]
+    assert "coverage_mem32_split_plan.md" in md and "**Not confirmed**" in md
+    assert "coverage_mem32 plan's confirmation: `twoway`" not in md
+    # 0.950 in every cell: confirmed; two flipped cells under (0.924) fail
+    ok = {f: (12, 13) for f in C.MEM}
+    res = C.read(_runs_store(tmp_path / "s.jsonl", SEED45, ok))
+    c, md = C.confirm(res, column="split"), C.markdown("s.jsonl", res)
+    assert c["confirmed"] and "**Confirmed**" in md and "adopted" in md
+    assert {round(res["table"]["split"][f]["coverage"], 3) for f in C.MEM} == {0.95}
+    res = C.read(_runs_store(tmp_path / "s.jsonl", SEED45,
+                             {**ok, "fz_flipped_matched": (19, 19), "fz_flipped_fit": (0, 38)}))
+    c = C.confirm(res, column="split")
+    assert not c["confirmed"] and c["family"] == ["memorization under-covers"]
+    assert c["below_floor"] == ["fz_flipped_matched", "fz_flipped_fit"]
+    # the OOD cells are twoway's own intervals, whatever jacksum's: 0.950 with mixed [-1, 1]
+    res = C.read(_runs_store(tmp_path / "s.jsonl", SEED45,
+                             {"fz_ood_matched": (12, 13), "fz_ood_fit": (13, 12)}, same=False))
+    t = res["table"]["split"]
+    assert t["fz_ood_matched"]["coverage"] == 0.95 and t["fz_ood_fit"]["coverage"] == 0.95
+    assert t["fz_flipped_matched"]["coverage"] == 1.0
+    # a twoway interval [-2, -1] with jacksum's [-1, 1] has different centres: refused
+    try:
+        C.read(_runs_store(tmp_path / "s.jsonl", SEED45, {"fz_flipped_fit": (1, 0)}, same=False))
+    except SystemExit as e:
+        assert "fz_flipped_fit" in str(e)
+    else:
+        raise AssertionError("read a store whose centres differ")
+
+
+def test_the_split_rule_post_hoc_on_the_seeds_that_chose_it():
+    """The split plan's table of seeds 43 and 44 is the committed stores': the split rule
+    passes the five conditions on both (means 0.956 and 0.955), as a rule chosen on them
+    would; the readouts print it as post hoc."""
+    plan = " ".join((ROOT / "bench/results/coverage_mem32_split_plan.md").read_text().split())
+    want = {43: {"fz_flipped_matched": 0.962, "fz_flipped_overlap": 0.970,
+                 "fz_ood_matched": 0.940, "fz_flipped_fit": 0.966, "fz_ood_fit": 0.944},
+            44: {"fz_flipped_matched": 0.954, "fz_flipped_overlap": 0.948,
+                 "fz_ood_matched": 0.954, "fz_flipped_fit": 0.962, "fz_ood_fit": 0.956}}
+    for seed, mean in ((43, 0.956), (44, 0.955)):
+        res = C.read(ROOT / "results" / f"coverage_matched32_seed{seed}.jsonl")
+        got = {f: round(res["table"]["split"][f]["coverage"], 3) for f in C.MEM}
+        assert got == want[seed]
+        c = C.confirm(res, column="split")
+        assert c["confirmed"] and round(c["mean"], 3) == mean
+        md = (ROOT / "bench" / "results" / f"coverage_matched32_seed{seed}.md").read_text()
+        assert "## Post hoc: the split rule" in md and "decides nothing" in md
+    for f in C.MEM:
+        a, b = want[43][f], want[44][f]
+        assert f"**{a:.3f} / {b:.3f}**" in plan
+    assert "means 0.956 and 0.955" in plan and "`74d23efc7cf57380`" in plan
