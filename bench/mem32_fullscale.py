@@ -2,7 +2,10 @@
 covered (bench/results/coverage_mem32_plan.md: `twoway` for the five Feldman-Zhang cells the
 matched simulator has, from 32 pairs; not confirmed, so not adopted), read again from the design SDs its committed membership.json keeps (no rerun): each
 record's jacksum interval (the rule it was made under), its `twoway` interval, the width
-ratio, V_both / (V_pairs + V_samples) and whether `twoway`'s floor at V_pairs binds.
+ratio, V_both / (V_pairs + V_samples) and whether `twoway`'s floor at V_pairs binds; and
+the coverage_mem32_split plan's rule (bench/results/coverage_mem32_split_plan.md: `twoway`
+for OOD samples, the mean of jacksum's and `twoway`'s variances for flipped ones), its
+width against the recorded one.
 
     python bench/mem32_fullscale.py [results/fullscale/results/membership.json] [--md F]
 """
@@ -18,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from bnmem.attack.coverage_matched import PLAN_NAME  # noqa: E402
 from bnmem.attack.intervals import (IntervalPlan, interval_records,  # noqa: E402
-                                    twoway_floored, variance_from_sd)
+                                    rule_variance, twoway_floored, variance_from_sd)
 
 # the five memorization cells the matched simulator has ("<key>/<criterion>@<read>"), which
 # the plan's rule would have covered
@@ -46,8 +49,17 @@ def rows(membership: dict) -> list[dict]:
                     "rule": rec.get("rule"), "before": [rec["lo"], rec["hi"]], "twoway": [lo, hi],
                     "width_ratio": (hi - lo) / (rec["hi"] - rec["lo"]),
                     "vb_ratio": var["both"] / (var["pairs"] + var["samples"]),
-                    "floored": twoway_floored({**rec, "rule": "twoway"})})
+                    "floored": twoway_floored({**rec, "rule": "twoway"}),
+                    "split_ratio": split_width(key, var) / (rec["hi"] - rec["lo"])})
     return out
+
+
+def split_width(key: str, var: dict) -> float:
+    """The split plan's interval width from recorded design variances: `twoway`'s for an
+    OOD cell, 1.96 sqrt((V_jacksum + V_twoway) / 2) x 2 for a flipped one."""
+    v = (rule_variance("twoway", var) if key.startswith("fz_ood") else
+         (rule_variance("jacksum", var) + rule_variance("twoway", var)) / 2)
+    return 2 * 1.96 * v ** 0.5
 
 
 def markdown(rs: list[dict], source: str) -> str:
@@ -56,17 +68,20 @@ def markdown(rs: list[dict], source: str) -> str:
           f"`python bench/mem32_fullscale.py {source}`: the records of the five cells the "
           "coverage_mem32 plan's rule would have covered (not confirmed), their recorded interval and `twoway`'s from the "
           "same recorded design SDs (20 draws per design each).", "",
-          "| comparison | cell | point | recorded (rule) | `twoway` | width ratio | V_b / (V_p + V_s) | floor binds |",
-          "|---|---|---:|---|---|---:|---:|---|"]
+          "| comparison | cell | point | recorded (rule) | `twoway` | width ratio | V_b / (V_p + V_s) | floor binds | split rule's width ratio |",
+          "|---|---|---:|---|---|---:|---:|---|---:|"]
     for r in rs:
         md.append(f"| {r['comparison']} | {r['cell']} | {f(r['value'])} | [{f(r['before'][0])}, "
                   f"{f(r['before'][1])}] ({r['rule']}) | [{f(r['twoway'][0])}, {f(r['twoway'][1])}] | "
-                  f"{r['width_ratio']:.3f} | {r['vb_ratio']:.2f} | {'yes' if r['floored'] else ''} |")
+                  f"{r['width_ratio']:.3f} | {r['vb_ratio']:.2f} | {'yes' if r['floored'] else ''} | "
+                  f"{r['split_ratio']:.3f} |")
     w = [r["width_ratio"] for r in rs]
+    sp = [r["split_ratio"] for r in rs]
     v = [r["vb_ratio"] for r in rs]
     md += ["", f"{len(rs)} records: `twoway` {min(w):.2f}-{max(w):.2f} times the recorded width, "
            f"wider in {sum(x > 1 for x in w)}; V_b / (V_p + V_s) {min(v):.2f}-{max(v):.2f}; the "
-           f"floor binds in {sum(r['floored'] for r in rs)}."]
+           f"floor binds in {sum(r['floored'] for r in rs)}. The split plan's rule: "
+           f"{min(sp):.2f}-{max(sp):.2f} times the recorded width, wider in {sum(x > 1 for x in sp)}."]
     return "\n".join(md) + "\n"
 
 

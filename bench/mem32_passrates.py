@@ -36,12 +36,29 @@ def correlation(store: Path) -> np.ndarray:
     return np.corrcoef(((lo <= t[idx]) & (t[idx] <= hi)).astype(float).T)
 
 
-def _res(cov, below, above) -> dict:
+def _res(cov, below, above, column: str = "twoway") -> dict:
     """A simulated study's five memorization cells as the readout's `read` gives them
-    (coverage and tails from every one of its runs), for its `confirm`."""
+    (coverage and tails from every one of its runs) in `column`, for its `confirm`."""
     rows = {f: {"coverage": float(c), "miss_below": float(b), "miss_above": float(a),
                 "runs": C.RUNS} for f, c, b, a in zip(C.MEM, cov, below, above)}
-    return {"table": {"twoway": rows}, "twoway_words": {f: C.word(r) for f, r in rows.items()}}
+    return {"table": {column: rows}, f"{column}_words": {f: C.word(r) for f, r in rows.items()}}
+
+
+def cli(doc: str) -> argparse.Namespace:
+    """A pass-rate script's arguments: --sims, --md."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sims", type=int, default=3000)
+    ap.add_argument("--md", type=Path, default=None)
+    return ap.parse_args()
+
+
+def emit(md: list[str], path: Path | None) -> None:
+    """Print the table (and write it to `path` where given)."""
+    text = "\n".join(md) + "\n"
+    if path:
+        path.write_text(text)
+    print(text, end="")
 
 
 def three(cov, below, above) -> bool:
@@ -66,11 +83,7 @@ def pass_rate(p, rule, chol, rng, sims: int, n: int = C.RUNS) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sims", type=int, default=3000)
-    ap.add_argument("--md", type=Path, default=None)
-    a = ap.parse_args()
+    a = cli(__doc__)
     r = correlation(ROOT / "results" / "coverage_matched32_seed43.jsonl")
     chol = np.linalg.cholesky(r + 1e-9 * np.eye(5))
     rng = np.random.default_rng(1)
@@ -81,10 +94,7 @@ def main() -> None:
     for p in LEVELS:
         md.append(f"| {p} | {pass_rate(p, three, chol, rng, a.sims):.3f} | "
                   f"{pass_rate(p, five, chol, rng, a.sims):.3f} |")
-    text = "\n".join(md) + "\n"
-    if a.md:
-        a.md.write_text(text)
-    print(text, end="")
+    emit(md, a.md)
 
 
 if __name__ == "__main__":

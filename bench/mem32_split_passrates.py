@@ -10,7 +10,6 @@ with the split addendum's two per-kind conditions ("seven").
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from pathlib import Path
 
@@ -18,9 +17,10 @@ import numpy as np
 from scipy.stats import norm
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("cm32", ROOT / "bench" / "coverage_matched32.py")
-C = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(C)
+_spec = importlib.util.spec_from_file_location("m32p", ROOT / "bench" / "mem32_passrates.py")
+P = importlib.util.module_from_spec(_spec)  # the coverage_mem32 plan's pass rates
+_spec.loader.exec_module(P)
+C = P.C  # the readout (bench/coverage_matched32.py)
 
 CHOSEN_ON = (43, 44)
 # true coverage per cell in C.MEM's order (flipped common, flipped overlap, OOD common,
@@ -49,16 +49,9 @@ def indicators(seeds=CHOSEN_ON) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(cov), np.concatenate(above)
 
 
-def _res(cov, below, above) -> dict:
-    """A simulated study's five cells as the readout's `read` gives them, for `confirm`."""
-    rows = {f: {"coverage": float(c), "miss_below": float(b), "miss_above": float(a),
-                "runs": C.RUNS} for f, c, b, a in zip(C.MEM, cov, below, above)}
-    return {"table": {"split": rows}, "split_words": {f: C.word(r) for f, r in rows.items()}}
-
-
 def decide(cov, below, above) -> tuple[bool, bool]:
     """(the five conditions pass, all seven pass), by the readout's `confirm`."""
-    c = C.confirm(_res(cov, below, above), column="split")
+    c = C.confirm(P._res(cov, below, above, "split"), column="split")
     five = not (c["family"] or c["below_floor"] or len(c["lopsided"]) >= 2 or c["no_word"]
                 or c["mean"] < C.MEAN_MIN - 1e-12)
     return five, c["confirmed"]
@@ -75,11 +68,7 @@ def pass_rates(p, chol, up, rng, sims: int, n: int = C.RUNS) -> tuple[float, flo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sims", type=int, default=3000)
-    ap.add_argument("--md", type=Path, default=None)
-    a = ap.parse_args()
+    a = P.cli(__doc__)
     cov, above = indicators()
     r = np.corrcoef(cov.astype(float).T)
     chol = np.linalg.cholesky(r + 1e-9 * np.eye(5))
@@ -103,10 +92,7 @@ def main() -> None:
         label = f"{name} ({', '.join(f'{x:.3f}' for x in p)})" if name.startswith("seeds") else name
         five, seven = pass_rates(p, chol, up, rng, a.sims)
         md.append(f"| {label} | {five:.3f} | {seven:.3f} |")
-    text = "\n".join(md) + "\n"
-    if a.md:
-        a.md.write_text(text)
-    print(text, end="")
+    P.emit(md, a.md)
 
 
 if __name__ == "__main__":
