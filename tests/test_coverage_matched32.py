@@ -68,6 +68,17 @@ def test_the_rules_the_studies_ran_are_todays_at_32_pairs():
     assert {f: mixed_procedure(PLAN_NAME[f], C.PAIRS) for f in C.NAMES} == C.RULES_RUN
 
 
+def test_the_command_line_reads_only_the_committed_stores(tmp_path):
+    """A store with a planned fingerprint but other bytes is refused in one line."""
+    store = _store(tmp_path / "s.jsonl", C.FINGERPRINT, C.TRUTH_RUNS, C.RUNS)
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "coverage_matched32.py"),
+                          str(store)], capture_output=True, text=True)
+    assert res.returncode == 1 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "not the committed store of seed 43" in res.stderr
+    for seed in C.STORE_SHA256:
+        C.verify(ROOT / "results" / f"coverage_matched32_seed{seed}.jsonl", seed)
+
+
 SEED44 = "4cc3489d47854aeb"
 
 
@@ -220,6 +231,12 @@ def test_the_full_scale_memorization_cells_read_under_twoway():
     w = [r["width_ratio"] for r in rs]
     assert (round(min(w), 2), round(max(w), 2), sum(x > 1 for x in w)) == (0.72, 1.31, 10)
     assert sum(r["floored"] for r in rs) == 1
+    sp = [r["split_ratio"] for r in rs]  # the split plan's rule, as its addendum quotes
+    assert (round(min(sp), 2), round(max(sp), 2), sum(x > 1 for x in sp)) == (0.87, 1.31, 10)
+    for r in rs:  # OOD: twoway's own width; flipped: sqrt of the mean of the squared widths
+        t, j = r["twoway"][1] - r["twoway"][0], r["before"][1] - r["before"][0]
+        want = t if r["cell"].startswith("fz_ood") else ((t * t + j * j) / 2) ** 0.5
+        assert abs(r["split_ratio"] * j - want) < 1e-12
     assert (M.markdown(rs, "results/fullscale/results/membership.json")
             == (ROOT / "bench/results/mem32_fullscale.md").read_text())
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "mem32_fullscale.py"),
@@ -399,3 +416,34 @@ def test_the_split_confirmations_pass_rates_regenerate():
     assert "| 0.93 everywhere | 0.042 | 0.028 |" in res.stdout
     plan = " ".join((ROOT / "bench/results/coverage_mem32_split_plan.md").read_text().split())
     assert "0.790" in plan and "0.047" in plan and "0.028" in plan
+
+
+def test_the_seed45_outcome_follows_from_the_committed_store():
+    """The coverage_mem32_split plan's confirmation, read from its committed store: the
+    readout regenerates byte for byte; the split rule is not confirmed (two flipped cells
+    over the band, the flipped mean 0.9713 over 0.9667); the pooled table and the figures
+    the plan's outcome and README quote are the stores'."""
+    res = C.read(ROOT / "results" / "coverage_matched32_seed45.jsonl")
+    assert res["seed"] == 45
+    C.verify(ROOT / "results" / "coverage_matched32_seed45.jsonl", 45)
+    md = C.markdown("results/coverage_matched32_seed45.jsonl", res)
+    assert md == (ROOT / "bench" / "results" / "coverage_matched32_seed45.md").read_text()
+    c = C.confirm(res, column="split")
+    assert not c["confirmed"] and c["family"] == ["memorization over-covers"]
+    assert c["below_floor"] == [] and c["lopsided"] == [] and c["no_word"] == []
+    assert round(c["flipped_mean"], 4) == 0.9713 and not c["flipped_ok"]
+    assert round(c["ood_mean"], 3) == 0.948 and c["ood_ok"] and round(c["mean"], 3) == 0.962
+    t = res["table"]
+    split = {f: round(t["split"][f]["coverage"], 3) for f in C.MEM}
+    assert split == {"fz_flipped_matched": 0.972, "fz_flipped_overlap": 0.970,
+                     "fz_ood_matched": 0.942, "fz_flipped_fit": 0.972, "fz_ood_fit": 0.954}
+    jack = [round(t["mixed"][f]["coverage"], 3) for f in C.MEM]
+    two = [round(t["twoway"][f]["coverage"], 3) for f in C.MEM]
+    assert (min(jack), max(jack)) == (0.968, 0.990) and (min(two), max(two)) == (0.942, 0.960)
+    assert res["words"]["auc_matched"] == "over-covers" and res["words"]["auc_fit"] == "over-covers"
+    assert round(t["mixed"]["tpr_low_matched"]["coverage"], 3) == 0.962
+    pool = C.pooled(res)
+    assert {f: k for f, (k, n) in pool["twoway"].items()} == {
+        "fz_flipped_matched": 1417, "fz_flipped_overlap": 1423, "fz_ood_matched": 1418,
+        "fz_flipped_fit": 1405, "fz_ood_fit": 1427}
+    assert {n for col in pool.values() for _, n in col.values()} == {1500}
