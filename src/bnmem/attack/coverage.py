@@ -202,10 +202,12 @@ def _stored(truth_row, truth_args: list, run, run_args: list, workers: int, stor
     key = _fingerprint(truth_args, run_args)
     have: dict[tuple[str, int], object] = {}
     if store.is_file():
-        text = store.read_text()
-        if text and not text.endswith("\n"):  # a kill cut the last line: end it, so the
-            with open(store, "a") as f:       # next unit starts a line of its own
-                f.write("\n")
+        with open(store, "rb") as f:  # only the last byte: is the last line whole?
+            size = f.seek(0, 2)
+            cut = size > 0 and f.seek(size - 1) >= 0 and f.read(1) != b"\n"
+        if cut:  # a kill cut the last line: end it, so the next unit starts a line of its own
+            with open(store, "ab") as f:
+                f.write(b"\n")
         study, have = read_store(store)
         if study != key:
             raise ValueError(f"{store}: holds another study's units ({study}); "
