@@ -34,7 +34,7 @@ from bnmem.attack.coverage_matched import FIGURES  # noqa: E402
 
 FINGERPRINT = "b32f3e949a451feb"  # the plan's: coverage._fingerprint of its command
 # the planned studies, by fingerprint: seed 43 (coverage_matched32_plan.md) and the same
-# command on seed 44 (coverage_mem32_plan.md)
+# command on seed 44 (coverage_mem32_plan.md) and seed 45 (coverage_mem32_split_plan.md)
 SEEDS = {FINGERPRINT: 43, "4cc3489d47854aeb": 44, "74d23efc7cf57380": 45}
 PLANS = {43: "coverage_matched32_plan.md", 44: "coverage_mem32_plan.md",
          45: "coverage_mem32_split_plan.md"}
@@ -162,7 +162,8 @@ def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN,
     """The coverage_mem32 plan's confirmation of `twoway` for the memorization cells (the
     five conditions of its addendum; floor 0.92 and no `mean_min`: the plan's first three,
     with the readout's every-cell-a-word), or with column "split" the coverage_mem32_split
-    plan's of the split rule (the same five): {"family": families_out of the column's
+    plan's of the split rule (the same five and its addendum's two per-kind conditions,
+    "flipped_mean" / "flipped_ok", "ood_mean" / "ood_ok"): {"family": families_out of the column's
     memorization words, "below_floor": cells under `floor`, "lopsided": lopsided cells,
     "no_word": cells without a word, "mean": the mean coverage over the five, "confirmed"}."""
     words = {f: res[f"{column}_words"][f] for f in MEM}
