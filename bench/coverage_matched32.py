@@ -165,7 +165,8 @@ def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN,
     plan's of the split rule (the same five and its addendum's two per-kind conditions,
     "flipped_mean" / "flipped_ok", "ood_mean" / "ood_ok"): {"family": families_out of the column's
     memorization words, "below_floor": cells under `floor`, "lopsided": lopsided cells,
-    "no_word": cells without a word, "mean": the mean coverage over the five, "confirmed"}."""
+    "no_word": cells without a word, "mean": the mean coverage over the five, "five": whether
+    the conditions asked hold, before the split's per-kind ones, "confirmed"}."""
     words = {f: res[f"{column}_words"][f] for f in MEM}
     cov = {f: res["table"][column][f]["coverage"] for f in MEM}
     out = {"family": families_out(words),
@@ -178,6 +179,7 @@ def confirm(res: dict, floor: float = FLOOR, mean_min: float | None = MEAN_MIN,
                             or out["no_word"] or (mean_min is not None and (
                                 out["mean"] is None
                                 or out["mean"] < mean_min - 1e-12)))  # 5 x 470/500 is 0.94
+    out["five"] = out["confirmed"]  # the conditions above, without the per-kind ones
     if column == "split":  # the split plan's addendum: each sample kind on its own
         kinds = {"flipped": [f for f in MEM if SPLIT[f] == "jacktwo"],
                  "ood": [f for f in MEM if SPLIT[f] == "twoway"]}
@@ -269,12 +271,7 @@ def markdown(store: Path, res: dict) -> str:
                "| cell | `twoway` | word |", "|---|---|---|"]
         md += [f"| {f} | {_cell(res['table']['twoway'][f])} | **{res['twoway_words'][f]}** |"
                for f in MEM]
-        md += ["", f"1. families out of band in one direction: {', '.join(c['family']) or 'none'}; "
-               f"2. cells below {FLOOR}: {', '.join(c['below_floor']) or 'none'}; "
-               f"3. lopsided cells: {', '.join(c['lopsided']) or 'none'} (two or more fail); "
-               f"4. cells without a word: {', '.join(c['no_word']) or 'none'}; "
-               "5. mean coverage over the five: "
-               + ("n/a" if c["mean"] is None else f"{c['mean']:.3f}") + f" (at least {MEAN_MIN}).", "",
+        md += ["", _conditions_text(c) + ".", "",
                f"`twoway` over the five cells: coverage {_span([t['coverage'] for t in two], 3)}, "
                f"width {_span(ratio, 2)} times jacksum's (mean widths); " + _run_ratio_text(res)
                + ".", "",
@@ -320,6 +317,16 @@ def _pooled_md(res: dict) -> list[str]:
     return md
 
 
+def _conditions_text(c: dict) -> str:
+    """The five conditions of the coverage_mem32 addendum as `confirm` read them."""
+    return (f"1. families out of band in one direction: {', '.join(c['family']) or 'none'}; "
+            f"2. cells below {FLOOR}: {', '.join(c['below_floor']) or 'none'}; "
+            f"3. lopsided cells: {', '.join(c['lopsided']) or 'none'} (two or more fail); "
+            f"4. cells without a word: {', '.join(c['no_word']) or 'none'}; "
+            "5. mean coverage over the five: "
+            + ("n/a" if c["mean"] is None else f"{c['mean']:.3f}") + f" (at least {MEAN_MIN})")
+
+
 def _split_md(res: dict) -> list[str]:
     """The split rule's section: seed 45's confirmation (the coverage_mem32_split plan), or
     on seeds 43 and 44, where the rule was chosen, the same reading post hoc."""
@@ -338,13 +345,7 @@ def _split_md(res: dict) -> list[str]:
           "| cell | rule | split rule | word |", "|---|---|---|---|"]
     md += [f"| {f} | `{SPLIT[f]}` | {_cell(res['table']['split'][f])} | "
            f"**{res['split_words'][f]}** |" for f in MEM]
-    md += ["", f"1. families out of band in one direction: {', '.join(c['family']) or 'none'}; "
-           f"2. cells below {FLOOR}: {', '.join(c['below_floor']) or 'none'}; "
-           f"3. lopsided cells: {', '.join(c['lopsided']) or 'none'} (two or more fail); "
-           f"4. cells without a word: {', '.join(c['no_word']) or 'none'}; "
-           "5. mean coverage over the five: "
-           + ("n/a" if c["mean"] is None else f"{c['mean']:.3f}") + f" (at least {MEAN_MIN}); "
-           "6. mean over the three flipped cells: "
+    md += ["", _conditions_text(c) + "; 6. mean over the three flipped cells: "
            + ("n/a" if c["flipped_mean"] is None else f"{c['flipped_mean']:.4f}")
            + f" ({FLIPPED_MEAN[0]}-{FLIPPED_MEAN[1]:.4f}); 7. mean over the two OOD cells: "
            + ("n/a" if c["ood_mean"] is None else f"{c['ood_mean']:.4f}")

@@ -386,6 +386,7 @@ def test_the_split_confirmations_per_kind_conditions(tmp_path):
         c = reading({**base, **dict(zip(fl, flipped))})
         covered = sum(C.RUNS - b - a for b, a in flipped)
         assert round(c["flipped_mean"] * 1500) == covered and c["confirmed"] is ok, covered
+        assert c["five"]  # the five conditions hold: the per-kind one decides
         assert c["family"] == [] and c["below_floor"] == [] and c["lopsided"] == []
     for misses, ok in ((((17, 16), (16, 16)), True), (((17, 16), (17, 16)), False)):
         c = reading({**base, **dict(zip(ood, misses))})

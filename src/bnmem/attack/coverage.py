@@ -202,9 +202,11 @@ def _stored(truth_row, truth_args: list, run, run_args: list, workers: int, stor
     key = _fingerprint(truth_args, run_args)
     have: dict[tuple[str, int], object] = {}
     if store.is_file():
+        cut = False
         with open(store, "rb") as f:  # only the last byte: is the last line whole?
-            size = f.seek(0, 2)
-            cut = size > 0 and f.seek(size - 1) >= 0 and f.read(1) != b"\n"
+            if f.seek(0, 2):  # not empty
+                f.seek(-1, 2)
+                cut = f.read(1) != b"\n"
         if cut:  # a kill cut the last line: end it, so the next unit starts a line of its own
             with open(store, "ab") as f:
                 f.write(b"\n")
